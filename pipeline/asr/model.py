@@ -1,0 +1,206 @@
+"""The Whisper encoder-decoder in torch, built for batched inference.
+
+Shapes use B (batch), F (mel frames), T (encoder positions = F / 2), L (tokens),
+D (model width), H (heads), Dh (D / H). Attention goes through
+``scaled_dot_product_attention`` so each backend picks its fused kernel.
+
+The encoder accepts any F up to the trained 3000 frames: a short window can run
+with a shortened context (positions ``[:T]``) — the engine measures whether
+that keeps accuracy. The decoder reads and writes a caller-owned key/value
+cache (:class:`KVCache`), so buffers are allocated once by the memory pool.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+@dataclass(frozen=True)
+class WhisperDims:
+    """Architecture sizes, read from the checkpoint rather than assumed."""
+
+    n_mels: int
+    n_audio_ctx: int
+    n_text_ctx: int
+    n_vocab: int
+    d_model: int
+    n_heads: int
+    n_encoder_layers: int
+    n_decoder_layers: int
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_heads
+
+
+@dataclass
+class KVCache:
+    """Per-layer decoder caches, views into pool buffers.
+
+    self_kv: (layers, 2, B, H, L_max, Dh) keys/values of generated tokens.
+    cross_kv: (layers, 2, B, H, T, Dh) keys/values of the encoder output.
+    length: tokens already written into ``self_kv``.
+    """
+
+    self_kv: Tensor
+    cross_kv: Tensor
+    length: int = 0
+
+
+class MultiHeadAttention(nn.Module):
+    """Fused-projection attention; ``qkv`` for self-attention, ``q`` + ``kv`` for cross."""
+
+    def __init__(self, d_model: int, n_heads: int, cross: bool) -> None:
+        super().__init__()
+        self.n_heads = n_heads
+        self.cross = cross
+        if cross:
+            self.q = nn.Linear(d_model, d_model)
+            self.kv = nn.Linear(d_model, 2 * d_model)
+        else:
+            self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.out = nn.Linear(d_model, d_model)
+
+    def _heads(self, x: Tensor) -> Tensor:
+        """(B, L, D) -> (B, H, L, Dh)."""
+        b, n, d = x.shape
+        return x.view(b, n, self.n_heads, d // self.n_heads).transpose(1, 2)
+
+    def _merge(self, x: Tensor) -> Tensor:
+        """(B, H, L, Dh) -> (B, L, D)."""
+        b, h, n, dh = x.shape
+        return x.transpose(1, 2).reshape(b, n, h * dh)
+
+    def encode_kv(self, memory: Tensor) -> tuple[Tensor, Tensor]:
+        """Cross-attention keys/values of encoder output (B, T, D) -> 2 x (B, H, T, Dh)."""
+        k, v = self.kv(memory).chunk(2, dim=-1)
+        return self._heads(k), self._heads(v)
+
+    def forward_full(self, x: Tensor) -> Tensor:
+        """Encoder self-attention over all positions of x (B, T, D)."""
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        y = F.scaled_dot_product_attention(self._heads(q), self._heads(k), self._heads(v))
+        return self.out(self._merge(y))
+
+    def forward_cached(self, x: Tensor, kv: Tensor, start: int) -> Tensor:
+        """Decoder self-attention of new tokens x (B, L, D) writing into kv (2, B, H, L_max, Dh).
+
+        Positions ``[start, start + L)`` are filled; attention is causal over
+        ``[0, start + L)``.
+        """
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        n = x.shape[1]
+        kv[0, :, :, start : start + n] = self._heads(k)
+        kv[1, :, :, start : start + n] = self._heads(v)
+        keys = kv[0, :, :, : start + n]
+        values = kv[1, :, :, : start + n]
+        mask = None
+        if n > 1:
+            # rows may attend to the cached prefix plus their own causal past
+            mask = torch.ones(n, start + n, dtype=torch.bool, device=x.device).tril(start)
+        y = F.scaled_dot_product_attention(self._heads(q), keys, values, attn_mask=mask)
+        return self.out(self._merge(y))
+
+    def forward_cross(self, x: Tensor, kv: Tensor) -> Tensor:
+        """Cross-attention of x (B, L, D) over cached encoder keys/values kv (2, B, H, T, Dh)."""
+        y = F.scaled_dot_product_attention(self._heads(self.q(x)), kv[0], kv[1])
+        return self.out(self._merge(y))
+
+
+class MLP(nn.Module):
+    def __init__(self, d_model: int) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(d_model, 4 * d_model)
+        self.fc2 = nn.Linear(4 * d_model, d_model)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.fc2(F.gelu(self.fc1(x)))
+
+
+class EncoderBlock(nn.Module):
+    def __init__(self, d_model: int, n_heads: int) -> None:
+        super().__init__()
+        self.attn_ln = nn.LayerNorm(d_model)
+        self.attn = MultiHeadAttention(d_model, n_heads, cross=False)
+        self.mlp_ln = nn.LayerNorm(d_model)
+        self.mlp = MLP(d_model)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = x + self.attn.forward_full(self.attn_ln(x))
+        return x + self.mlp(self.mlp_ln(x))
+
+
+class DecoderBlock(nn.Module):
+    def __init__(self, d_model: int, n_heads: int) -> None:
+        super().__init__()
+        self.attn_ln = nn.LayerNorm(d_model)
+        self.attn = MultiHeadAttention(d_model, n_heads, cross=False)
+        self.cross_attn_ln = nn.LayerNorm(d_model)
+        self.cross_attn = MultiHeadAttention(d_model, n_heads, cross=True)
+        self.mlp_ln = nn.LayerNorm(d_model)
+        self.mlp = MLP(d_model)
+
+    def forward(self, x: Tensor, self_kv: Tensor, cross_kv: Tensor, start: int) -> Tensor:
+        x = x + self.attn.forward_cached(self.attn_ln(x), self_kv, start)
+        x = x + self.cross_attn.forward_cross(self.cross_attn_ln(x), cross_kv)
+        return x + self.mlp(self.mlp_ln(x))
+
+
+class AudioEncoder(nn.Module):
+    def __init__(self, dims: WhisperDims) -> None:
+        super().__init__()
+        d = dims.d_model
+        self.conv1 = nn.Conv1d(dims.n_mels, d, kernel_size=3, padding=1)
+        self.conv2 = nn.Conv1d(d, d, kernel_size=3, stride=2, padding=1)
+        self.register_buffer("positional", torch.empty(dims.n_audio_ctx, d))
+        self.blocks = nn.ModuleList(EncoderBlock(d, dims.n_heads) for _ in range(dims.n_encoder_layers))
+        self.ln_post = nn.LayerNorm(d)
+
+    def forward(self, mel: Tensor) -> Tensor:
+        """mel (B, n_mels, F) with F even and F / 2 <= n_audio_ctx -> (B, F / 2, D)."""
+        x = F.gelu(self.conv1(mel))
+        x = F.gelu(self.conv2(x)).transpose(1, 2)
+        x = x + self.positional[: x.shape[1]]
+        for block in self.blocks:
+            x = block(x)
+        return self.ln_post(x)
+
+
+class TextDecoder(nn.Module):
+    def __init__(self, dims: WhisperDims) -> None:
+        super().__init__()
+        d = dims.d_model
+        self.token_embedding = nn.Embedding(dims.n_vocab, d)
+        self.register_buffer("positional", torch.empty(dims.n_text_ctx, d))
+        self.blocks = nn.ModuleList(DecoderBlock(d, dims.n_heads) for _ in range(dims.n_decoder_layers))
+        self.ln = nn.LayerNorm(d)
+
+    def fill_cross_kv(self, memory: Tensor, cross_kv: Tensor) -> None:
+        """Write every layer's cross keys/values of memory (B, T, D) into cross_kv (layers, 2, B, H, T, Dh)."""
+        for i, block in enumerate(self.blocks):
+            k, v = block.cross_attn.encode_kv(memory)
+            cross_kv[i, 0].copy_(k)
+            cross_kv[i, 1].copy_(v)
+
+    def forward(self, tokens: Tensor, cache: KVCache) -> Tensor:
+        """New tokens (B, L) -> logits of their last position (B, vocab); advances the cache."""
+        start = cache.length
+        x = self.token_embedding(tokens) + self.positional[start : start + tokens.shape[1]]
+        for i, block in enumerate(self.blocks):
+            x = block(x, cache.self_kv[i], cache.cross_kv[i], start)
+        cache.length = start + tokens.shape[1]
+        x = self.ln(x[:, -1])
+        # output projection is tied to the token embedding
+        return x @ self.token_embedding.weight.T
+
+
+class Whisper(nn.Module):
+    def __init__(self, dims: WhisperDims) -> None:
+        super().__init__()
+        self.dims = dims
+        self.encoder = AudioEncoder(dims)
+        self.decoder = TextDecoder(dims)

@@ -1,0 +1,146 @@
+"""The topic catalog (``topics/catalog.yaml``) and the JSON Schemas of the events, as data.
+
+Pure logic: load and expand the catalog for the configured duration buckets, and
+compute what must change to make a live cluster match it. The Kafka admin calls
+live in :mod:`pipeline.kafka_admin`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import orjson
+import yaml
+
+from pipeline.errors import ConfigError
+from pipeline.events import EVENT_TYPES
+
+TOPICS_DIR = Path(__file__).resolve().parent.parent / "topics"
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    name: str  # the catalog name, before the prefix
+    partitions: int
+    replication_factor: int
+    config: dict[str, str]
+    key: str
+    values: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class LiveTopic:
+    partitions: int
+    replication_factor: int
+    config: dict[str, str]
+
+
+@dataclass(frozen=True)
+class TopicChange:
+    topic: str  # physical name
+    action: str  # create | add_partitions | alter_config | cannot_shrink | replication_differs
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def applicable(self) -> bool:
+        return self.action in ("create", "add_partitions", "alter_config")
+
+
+def topics_dir() -> Path:
+    if TOPICS_DIR.is_dir():
+        return TOPICS_DIR
+    return Path(str(resources.files("pipeline") / "_topics"))  # installed wheel layout
+
+
+def load_catalog(
+    bucket_names: tuple[str, ...], replication_factor: int | None = None, path: Path | None = None
+) -> list[TopicSpec]:
+    """The catalog expanded for these duration buckets; bad entries raise ConfigError."""
+    path = path or topics_dir() / "catalog.yaml"
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"cannot read topic catalog {path}: {exc}") from exc
+    default_rf = int(raw.get("defaults", {}).get("replication_factor", 1))
+    specs = []
+    for entry in raw.get("topics", []):
+        names = (
+            [entry["name"].format(bucket=b) for b in bucket_names]
+            if "{bucket}" in entry["name"]
+            else [entry["name"]]
+        )
+        unknown = set(entry.get("values", [])) - set(EVENT_TYPES) - {"minio_event"}
+        if unknown:
+            raise ConfigError(f"topic {entry['name']}: unknown value types {sorted(unknown)}")
+        for name in names:
+            specs.append(
+                TopicSpec(
+                    name=name,
+                    partitions=int(entry["partitions"]),
+                    replication_factor=replication_factor or int(entry.get("replication_factor", default_rf)),
+                    config={k: str(v) for k, v in (entry.get("config") or {}).items()},
+                    key=str(entry.get("key", "")),
+                    values=tuple(entry.get("values", [])),
+                )
+            )
+    return specs
+
+
+def plan_changes(specs: list[TopicSpec], live: dict[str, LiveTopic], prefix: str = "") -> list[TopicChange]:
+    """What must change so the cluster matches the catalog. Kafka cannot shrink partitions
+    or change replication in place: those differences are reported, not applied."""
+    changes = []
+    for spec in specs:
+        topic = prefix + spec.name
+        current = live.get(topic)
+        if current is None:
+            changes.append(TopicChange(topic, "create", {"partitions": spec.partitions}))
+            continue
+        if current.partitions < spec.partitions:
+            changes.append(
+                TopicChange(topic, "add_partitions", {"from": current.partitions, "to": spec.partitions})
+            )
+        elif current.partitions > spec.partitions:
+            changes.append(
+                TopicChange(topic, "cannot_shrink", {"live": current.partitions, "catalog": spec.partitions})
+            )
+        if current.replication_factor != spec.replication_factor:
+            changes.append(
+                TopicChange(
+                    topic,
+                    "replication_differs",
+                    {"live": current.replication_factor, "catalog": spec.replication_factor},
+                )
+            )
+        drift = {k: v for k, v in spec.config.items() if current.config.get(k) != v}
+        if drift:
+            changes.append(TopicChange(topic, "alter_config", {"set": drift}))
+    return changes
+
+
+def schema_path(event_type: str) -> Path:
+    return topics_dir() / "schemas" / f"{event_type}.v1.json"
+
+
+def generated_schema(event_type: str) -> dict[str, Any]:
+    """The JSON Schema of an event, as generated from its model."""
+    schema = EVENT_TYPES[event_type].model_json_schema(mode="serialization")
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = f"callqa/{event_type}.v1.json"
+    return schema
+
+
+def load_schema(event_type: str) -> dict[str, Any]:
+    return orjson.loads(schema_path(event_type).read_bytes())
+
+
+def write_schemas() -> list[Path]:
+    written = []
+    for event_type in EVENT_TYPES:
+        path = schema_path(event_type)
+        path.write_bytes(orjson.dumps(generated_schema(event_type), option=orjson.OPT_INDENT_2) + b"\n")
+        written.append(path)
+    return written

@@ -1,0 +1,157 @@
+"""Settings: read once at the edge (the CLI), passed down as one frozen object.
+
+Sources, strongest first: explicit arguments, ``CALLQA_*`` environment variables,
+an optional settings file (``CALLQA_CONFIG``, TOML or YAML), the connection file
+that ``callqa stack up`` writes (``<state_dir>/stack.env``), then defaults.
+Nothing else in the package reads the environment.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from pipeline.errors import ConfigError
+
+DEFAULT_STATE_DIR = Path(".callqa")
+STACK_ENV_FILE = "stack.env"
+
+
+class Settings(BaseSettings):
+    """Everything an adapter needs to reach Kafka, object storage and the catalog."""
+
+    model_config = SettingsConfigDict(env_prefix="CALLQA_", frozen=True, extra="ignore")
+
+    state_dir: Path = DEFAULT_STATE_DIR
+    cache_dir: Path = Path.home() / ".cache" / "callqa"  # Kafka jars, MinIO binary, model weights
+    config: Path | None = None
+
+    kafka_bootstrap: str = "127.0.0.1:9092"
+    # Extra librdkafka properties for a real cluster (security.protocol, sasl.*, ...).
+    kafka_config: dict[str, str] = Field(default_factory=dict)
+    topic_prefix: str = ""
+    replication_factor: int | None = None  # None: the catalog's value
+
+    s3_endpoint: str = "127.0.0.1:9000"
+    s3_access_key: str = "callqa"
+    s3_secret_key: SecretStr = SecretStr("callqa-secret")
+    s3_secure: bool = False
+    s3_region: str | None = None
+    recordings_bucket: str = "recordings"
+
+    # Duration buckets: N edges make N+1 buckets, the last open-ended.
+    bucket_edges_s: tuple[float, ...] = (30.0, 120.0, 600.0)
+    bucket_names: tuple[str, ...] = ("short", "medium", "long", "xlong")
+    max_duration_s: float = 4 * 3600.0
+
+    log_format: str = "auto"  # auto | json | console
+    log_level: str = "info"
+
+    @field_validator("bucket_edges_s")
+    @classmethod
+    def _edges_increase(cls, edges: tuple[float, ...]) -> tuple[float, ...]:
+        if any(b <= a for a, b in zip(edges, edges[1:])) or any(e <= 0 for e in edges):
+            raise ValueError(f"bucket edges must be positive and increasing, got {list(edges)}")
+        return edges
+
+    @model_validator(mode="after")
+    def _names_match_edges(self) -> "Settings":
+        if len(self.bucket_names) != len(self.bucket_edges_s) + 1:
+            raise ValueError(
+                f"{len(self.bucket_edges_s)} bucket edges need {len(self.bucket_edges_s) + 1} "
+                f"bucket names, got {list(self.bucket_names)}"
+            )
+        return self
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings, _FileSource(settings_cls), _StackFileSource(settings_cls))
+
+    def topic(self, name: str) -> str:
+        """The physical topic name of a catalog topic (the prefix isolates tenants and tests)."""
+        return f"{self.topic_prefix}{name}"
+
+    def kafka_common(self) -> dict[str, Any]:
+        """librdkafka properties shared by every client."""
+        return {"bootstrap.servers": self.kafka_bootstrap, **self.kafka_config}
+
+    def redacted(self) -> dict[str, Any]:
+        """A loggable view: secrets masked."""
+        data = self.model_dump(mode="json")
+        data["s3_secret_key"] = "***"
+        data["kafka_config"] = {
+            k: ("***" if "password" in k or "secret" in k else v) for k, v in self.kafka_config.items()
+        }
+        return data
+
+
+class _FileSource(PydanticBaseSettingsSource):
+    """The optional settings file named by ``CALLQA_CONFIG`` (TOML or YAML)."""
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        path = os.environ.get("CALLQA_CONFIG")
+        if not path:
+            return {}
+        return load_settings_file(Path(path))
+
+
+class _StackFileSource(PydanticBaseSettingsSource):
+    """KEY=VALUE lines written by ``callqa stack up`` so every command finds the local stack."""
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        state_dir = Path(os.environ.get("CALLQA_STATE_DIR", DEFAULT_STATE_DIR))
+        return read_env_file(state_dir / STACK_ENV_FILE)
+
+
+def load_settings_file(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text()
+        data = tomllib.loads(text) if path.suffix == ".toml" else yaml.safe_load(text)
+    except (OSError, tomllib.TOMLDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError(f"cannot read settings file {path}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"settings file {path} must hold a mapping")
+    return data
+
+
+def read_env_file(path: Path) -> dict[str, str]:
+    if not path.is_file():
+        return {}
+    values = {}
+    for line in path.read_text().splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.startswith("CALLQA_"):
+            values[key.removeprefix("CALLQA_").lower()] = value
+    return values
+
+
+def write_env_file(path: Path, values: dict[str, str]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"CALLQA_{k.upper()}={v}\n" for k, v in values.items()))
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Build the settings once; raise ConfigError with the reason when they are invalid."""
+    try:
+        return Settings(**overrides)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc

@@ -1,0 +1,306 @@
+"""Event contracts: the typed value of every topic, their encoding and decoding.
+
+Models are frozen pydantic models; the wire format is JSON (orjson). Every event
+carries ``schema_version``; a decoder rejects an unknown major version with
+:class:`UnsupportedSchemaVersion`. The JSON Schemas in ``topics/schemas`` are
+generated from these models (``callqa topics schemas --write``) and a test keeps
+the two in agreement.
+"""
+
+from __future__ import annotations
+
+import base64
+from datetime import UTC, datetime
+from typing import Any, Literal, TypeVar
+from urllib.parse import unquote_plus
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from pipeline.errors import DecodeError, SkipEvent
+
+SCHEMA_VERSION = "1.0"
+SUPPORTED_MAJOR = 1
+
+Role = str  # "agent" | "customer" | "mixed", or an operator's own label
+
+
+class UnsupportedSchemaVersion(DecodeError):
+    """The event's schema_version has a major version this code does not understand."""
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Event(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    schema_version: str = SCHEMA_VERSION
+
+
+class ObjectRef(BaseModel):
+    """One version of one stored object."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    bucket: str
+    key: str
+    version_id: str | None = None
+    etag: str | None = None
+    size_bytes: int | None = Field(default=None, ge=0)
+
+    @property
+    def identity(self) -> str:
+        """What makes an arrival a duplicate: the same bucket, key and version (or content)."""
+        return f"{self.bucket}/{self.key}@{self.version_id or ''}#{self.etag or ''}"
+
+
+class AudioArrived(Event):
+    """A recording was stored. Also the plain arrival event upstream systems publish."""
+
+    type: Literal["audio.arrived"] = "audio.arrived"
+    object: ObjectRef
+    content_type: str | None = None
+    metadata: dict[str, str] = Field(default_factory=dict)
+    event_time: datetime | None = None
+    source: Literal["minio", "upstream"] = "upstream"
+
+
+class SourcePosition(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    topic: str
+    partition: int
+    offset: int
+
+
+class RoutedCall(Event):
+    """A probed, validated recording assigned to a duration bucket."""
+
+    call_id: str
+    object: ObjectRef
+    bucket: str
+    duration_s: float = Field(ge=0)
+    sample_rate_hz: int = Field(gt=0)
+    channels: int = Field(gt=0)
+    frames: int = Field(ge=0)
+    container: str
+    codec: str
+    roles: dict[str, Role] = Field(description="channel index (as text) -> role")
+    agent_id: str | None = None
+    metadata: dict[str, str] = Field(default_factory=dict)
+    probe_ms: float = Field(ge=0, default=0.0)
+    routed_at: datetime = Field(default_factory=utc_now)
+
+
+class Segment(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    role: Role
+    channel: int = Field(ge=0)
+    start_s: float = Field(ge=0)
+    end_s: float = Field(ge=0)
+    text: str
+
+
+class ModelInfo(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    name: str
+    version: str
+
+
+class Transcript(Event):
+    """The transcript of one call, per channel and role, in call time."""
+
+    call_id: str
+    object: ObjectRef
+    agent_id: str | None = None
+    duration_s: float = Field(ge=0)
+    channels: int = Field(gt=0)
+    languages: dict[str, str] = Field(default_factory=dict, description="channel index -> language")
+    segments: list[Segment]
+    model: ModelInfo
+    timings: dict[str, float] = Field(default_factory=dict, description="stage -> seconds")
+    metadata: dict[str, str] = Field(default_factory=dict)
+    produced_at: datetime = Field(default_factory=utc_now)
+
+
+class QAFinding(BaseModel):
+    """One rule's verdict on one stretch of a call. Evidence is already redacted."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    rule_id: str
+    kind: str
+    severity: Literal["info", "low", "medium", "high", "critical"]
+    role: Role | None = None
+    start_s: float | None = None
+    end_s: float | None = None
+    evidence: str = ""
+    message: str = ""
+
+
+class PIISpan(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    type: str
+    role: Role
+    start_s: float
+    end_s: float
+
+
+class QAResult(Event):
+    """The value on qa.findings: every finding of one call, its score and the redacted transcript."""
+
+    call_id: str
+    agent_id: str | None = None
+    score: float = Field(ge=0, le=100)
+    findings: list[QAFinding]
+    pii: list[PIISpan] = Field(default_factory=list)
+    redacted_segments: list[Segment] = Field(default_factory=list)
+    rule_packs: list[str] = Field(default_factory=list)
+    evaluated_at: datetime = Field(default_factory=utc_now)
+
+
+ReasonCode = Literal[
+    "malformed_event",
+    "unsupported_schema",
+    "missing_object",
+    "empty_object",
+    "truncated",
+    "corrupt_header",
+    "not_audio",
+    "unsupported_codec",
+    "zero_duration",
+    "too_long",
+    "fetch_failed",
+    "decode_failed",
+    "asr_failed",
+    "malformed_transcript",
+    "internal_error",
+]
+
+
+class DeadLetter(Event):
+    """An input a stage could not process, with the reason and the original bytes, never lost."""
+
+    reason: ReasonCode
+    message: str
+    stage: Literal["router", "asr", "qa"]
+    source: SourcePosition | None = None
+    attempts: int = Field(ge=1, default=1)
+    original_key: str | None = None
+    original_payload_b64: str
+    failed_at: datetime = Field(default_factory=utc_now)
+
+    @classmethod
+    def of(cls, *, payload: bytes | None, key: bytes | None, **fields: Any) -> "DeadLetter":
+        return cls(
+            original_payload_b64=base64.b64encode(payload or b"").decode(),
+            original_key=key.decode("utf-8", "backslashreplace") if key else None,
+            **fields,
+        )
+
+    @property
+    def original_payload(self) -> bytes:
+        return base64.b64decode(self.original_payload_b64)
+
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    "audio_arrived": AudioArrived,
+    "routed_call": RoutedCall,
+    "transcript": Transcript,
+    "qa_result": QAResult,
+    "dead_letter": DeadLetter,
+}
+
+E = TypeVar("E", bound=Event)
+
+
+def encode(event: Event) -> bytes:
+    return orjson.dumps(event.model_dump(mode="json"))
+
+
+def _loads(payload: bytes | str) -> Any:
+    try:
+        return orjson.loads(payload)
+    except orjson.JSONDecodeError as exc:
+        raise DecodeError(f"not JSON: {exc}") from exc
+
+
+def _check_version(data: dict[str, Any], model: type[Event]) -> None:
+    version = data.get("schema_version")
+    if not isinstance(version, str):
+        raise DecodeError(f"{model.__name__}: schema_version missing or not a string")
+    major = version.split(".", 1)[0]
+    if major != str(SUPPORTED_MAJOR):
+        raise UnsupportedSchemaVersion(
+            f"{model.__name__}: schema_version {version!r} not supported (this build reads {SUPPORTED_MAJOR}.x)"
+        )
+
+
+def decode(payload: bytes | str, model: type[E]) -> E:
+    """Decode one event; raise DecodeError naming the field and the problem."""
+    data = _loads(payload)
+    if not isinstance(data, dict):
+        raise DecodeError(f"{model.__name__}: expected a JSON object, got {type(data).__name__}")
+    _check_version(data, model)
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}" for err in exc.errors()
+        )
+        raise DecodeError(f"{model.__name__}: {problems}") from exc
+
+
+# --- arrivals: MinIO's bucket notification or the plain upstream event -------------------
+
+_META_PREFIX = "x-amz-meta-"
+
+
+def _minio_metadata(user_metadata: dict[str, Any]) -> tuple[dict[str, str], str | None]:
+    """MinIO sends user metadata as ``X-Amz-Meta-Call-Id``; we use ``call-id``."""
+    metadata: dict[str, str] = {}
+    content_type = None
+    for name, value in (user_metadata or {}).items():
+        lowered = name.lower()
+        if lowered.startswith(_META_PREFIX):
+            metadata[lowered.removeprefix(_META_PREFIX)] = str(value)
+        elif lowered == "content-type":
+            content_type = str(value)
+    return metadata, content_type
+
+
+def _from_minio(data: dict[str, Any]) -> AudioArrived:
+    records = data.get("Records")
+    if not isinstance(records, list) or len(records) != 1:
+        raise DecodeError("MinIO event: expected exactly one record in Records")
+    record = records[0]
+    event_name = str(record.get("eventName") or data.get("EventName") or "")
+    if not event_name.startswith("s3:ObjectCreated:"):
+        raise SkipEvent(f"not an object creation: {event_name or '<no eventName>'}")
+    try:
+        s3 = record["s3"]
+        obj = s3["object"]
+        metadata, content_type = _minio_metadata(obj.get("userMetadata") or {})
+        return AudioArrived(
+            object=ObjectRef(
+                bucket=s3["bucket"]["name"],
+                key=unquote_plus(obj["key"]),  # MinIO URL-escapes keys in events
+                version_id=obj.get("versionId") or None,
+                etag=obj.get("eTag") or None,
+                size_bytes=obj.get("size"),
+            ),
+            content_type=content_type or obj.get("contentType"),
+            metadata=metadata,
+            event_time=record.get("eventTime"),
+            source="minio",
+        )
+    except (KeyError, TypeError) as exc:
+        raise DecodeError(f"MinIO event: missing field {exc}") from exc
+    except ValidationError as exc:
+        raise DecodeError(f"MinIO event: {exc.errors()[0]['msg']}") from exc
+
+
+def decode_arrival(payload: bytes | str) -> AudioArrived:
+    """Accept both shapes on audio.arrivals. Raises DecodeError, or SkipEvent for non-creations."""
+    data = _loads(payload)
+    if isinstance(data, dict) and "Records" in data:
+        return _from_minio(data)
+    return decode(payload, AudioArrived)

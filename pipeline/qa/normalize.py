@@ -1,0 +1,249 @@
+"""Text normalisation for rule matching and PII detection, with a map back to the original.
+
+Rules and PII detectors see one canonical form of every segment: Simplified
+Chinese, NFKC (full-width → half-width), case-folded, punctuation turned into
+spaces, stray ASR spaces around Chinese characters removed, and spoken digits
+turned into digits ("六二二二" → "6222", "三万五" → "35000", "four five three
+two" → "4532", "double five" → "55"). Evidence and redaction must be done on the
+original text, so every normalised character remembers the original range it came
+from (:meth:`Normalized.original_span`).
+
+Heuristics chosen to avoid mangling ordinary words: a run of Chinese numerals
+without units is only read digit by digit when it has three or more characters
+("一定", "三四个" stay as they are), and English digit words only when two or more
+follow each other ("no one" stays).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import unicodedata
+from dataclasses import dataclass
+
+import opencc
+
+# (text, original start, original end): one normalised piece and where it came from.
+_Piece = tuple[str, int, int]
+
+_ZH_DIGITS = {
+    "零": 0, "〇": 0, "○": 0, "一": 1, "幺": 1, "二": 2, "两": 2, "三": 3, "四": 4,
+    "五": 5, "六": 6, "七": 7, "八": 8, "九": 9,
+}  # fmt: skip
+_ZH_SMALL_UNITS = {"十": 10, "百": 100, "千": 1000}
+_ZH_BIG_UNITS = {"万": 10_000, "亿": 100_000_000}
+_ZH_NUMERAL_CHARS = frozenset(_ZH_DIGITS) | frozenset(_ZH_SMALL_UNITS) | frozenset(_ZH_BIG_UNITS)
+_MIN_ZH_DIGIT_RUN = 3
+
+_EN_DIGITS = {
+    "zero": "0", "oh": "0", "one": "1", "two": "2", "three": "3", "four": "4",
+    "five": "5", "six": "6", "seven": "7", "eight": "8", "nine": "9",
+}  # fmt: skip
+_EN_REPEAT = {"double": 2, "triple": 3}
+_ASCII_WORD = re.compile(r"[a-z]+|[0-9]+")
+
+
+@functools.cache
+def _t2s() -> opencc.OpenCC:
+    return opencc.OpenCC("t2s")
+
+
+def is_cjk(ch: str) -> bool:
+    """Han ideographs (and the CJK zero) — the characters Chinese ASR output is made of."""
+    code = ord(ch)
+    return 0x4E00 <= code <= 0x9FFF or 0x3400 <= code <= 0x4DBF or 0xF900 <= code <= 0xFAFF or ch == "〇"
+
+
+def _is_punct(ch: str) -> bool:
+    return unicodedata.category(ch).startswith("P")
+
+
+@dataclass(frozen=True)
+class Normalized:
+    """Normalised text plus, per character, the original [start, end) it came from."""
+
+    original: str
+    text: str
+    starts: tuple[int, ...]
+    ends: tuple[int, ...]
+
+    def original_span(self, start: int, end: int) -> tuple[int, int]:
+        """Map a normalised [start, end) back to the smallest covering original range."""
+        if not self.text or end <= start:
+            return (0, 0)
+        return (min(self.starts[start:end]), max(self.ends[start:end]))
+
+
+def normalize(text: str) -> Normalized:
+    """Normalise one piece of text (a segment, a phrase) into the canonical matching form."""
+    pieces = _char_pieces(text)
+    pieces = _squeeze_spaces(pieces)
+    pieces = _convert_english_digits(pieces)
+    pieces = _convert_chinese_numerals(pieces)
+    pieces = [(" " if len(s) == 1 and _is_punct(s) else s, a, b) for s, a, b in pieces]
+    pieces = _squeeze_spaces(pieces)
+    out, starts, ends = [], [], []
+    for s, a, b in pieces:
+        for ch in s:
+            out.append(ch)
+            starts.append(a)
+            ends.append(b)
+    return Normalized(text, "".join(out), tuple(starts), tuple(ends))
+
+
+def normalize_phrase(phrase: str) -> str:
+    """The canonical form of a rule phrase, so rules and transcripts compare like with like."""
+    return normalize(phrase).text
+
+
+def _char_pieces(text: str) -> list[_Piece]:
+    """Traditional → Simplified, NFKC and case folding, one original character at a time."""
+    simplified = _t2s().convert(text)
+    if len(simplified) != len(text):  # a phrase conversion changed length: keep the map exact
+        simplified = "".join(_t2s().convert(ch) or ch for ch in text)
+        if len(simplified) != len(text):
+            simplified = text
+    pieces: list[_Piece] = []
+    for i, ch in enumerate(simplified):
+        folded = unicodedata.normalize("NFKC", ch).casefold()
+        for out in folded:
+            pieces.append((" " if out.isspace() else out, i, i + 1))
+    return pieces
+
+
+def _squeeze_spaces(pieces: list[_Piece]) -> list[_Piece]:
+    """Collapse runs of spaces, trim, and drop spaces touching a Chinese character."""
+    kept: list[_Piece] = []
+    for piece in pieces:
+        if piece[0] == " " and (not kept or kept[-1][0] == " " or is_cjk(kept[-1][0][-1])):
+            continue
+        if kept and kept[-1][0] == " " and is_cjk(piece[0][0]):
+            kept.pop()
+        kept.append(piece)
+    if kept and kept[-1][0] == " ":
+        kept.pop()
+    return kept
+
+
+def _convert_english_digits(pieces: list[_Piece]) -> list[_Piece]:
+    """Turn runs of spoken English digits ("four five", "double five") into digits."""
+    text = "".join(s for s, _, _ in pieces)
+    if len(text) != len(pieces) or not any(w in text for w in _EN_DIGITS):
+        return pieces  # pieces are single characters at this stage; guard anyway
+    words = [(m.group(), m.start(), m.end()) for m in _ASCII_WORD.finditer(text)]
+    out: list[_Piece] = []
+    pos = 0
+    i = 0
+    while i < len(words):
+        run_end, digits = _digit_word_run(words, i, text)
+        if run_end > i:
+            first, last = words[i], words[run_end - 1]
+            out.extend(pieces[pos : first[1]])
+            out.extend(_run_pieces(digits, pieces))
+            pos = last[2]
+            i = run_end
+        else:
+            i += 1
+    out.extend(pieces[pos:])
+    return out
+
+
+def _digit_word_run(
+    words: list[tuple[str, int, int]], i: int, text: str
+) -> tuple[int, list[tuple[str, int, int]]]:
+    """From word i, the end of a run of digit words joined by single spaces or hyphens."""
+    digits: list[tuple[str, int, int]] = []  # (digit string, text start, text end)
+    spoken = 0
+    j = i
+    while j < len(words):
+        word, start, end = words[j]
+        if j > i and text[words[j - 1][2] : start] not in (" ", "-"):
+            break
+        if word in _EN_REPEAT and j + 1 < len(words) and words[j + 1][0] in _EN_DIGITS:
+            nxt = words[j + 1]
+            if text[end : nxt[1]] not in (" ", "-"):
+                break
+            digits.append((_EN_DIGITS[nxt[0]] * _EN_REPEAT[word], start, nxt[2]))
+            spoken += 2
+            j += 2
+            continue
+        if word in _EN_DIGITS:
+            digits.append((_EN_DIGITS[word], start, end))
+            spoken += 1
+        elif word.isdigit() and digits:
+            digits.append((word, start, end))
+        else:
+            break
+        j += 1
+    if spoken < 2:
+        return i, []
+    return j, digits
+
+
+def _run_pieces(digits: list[tuple[str, int, int]], pieces: list[_Piece]) -> list[_Piece]:
+    """Pieces for a converted run: each digit group keeps the original span of its words."""
+    return [(d, pieces[start][1], pieces[end - 1][2]) for d, start, end in digits]
+
+
+def _convert_chinese_numerals(pieces: list[_Piece]) -> list[_Piece]:
+    """Turn runs of Chinese numerals (digit by digit, or with 十百千万亿) into digits."""
+    out: list[_Piece] = []
+    i = 0
+    while i < len(pieces):
+        j = i
+        while j < len(pieces) and (pieces[j][0] in _ZH_NUMERAL_CHARS or pieces[j][0].isdigit()):
+            j += 1
+        if j == i:
+            out.append(pieces[i])
+            i += 1
+            continue
+        out.extend(_convert_zh_run(pieces[i:j]))
+        i = j
+    return out
+
+
+def _convert_zh_run(run: list[_Piece]) -> list[_Piece]:
+    chars = [s for s, _, _ in run]
+    zh_count = sum(1 for c in chars if c in _ZH_NUMERAL_CHARS)
+    if zh_count == 0:
+        return run
+    has_units = any(c in _ZH_SMALL_UNITS or c in _ZH_BIG_UNITS for c in chars)
+    if not has_units:
+        if len(run) < _MIN_ZH_DIGIT_RUN and zh_count == len(run):
+            return run
+        return [(str(_ZH_DIGITS[s]) if s in _ZH_DIGITS else s, a, b) for s, a, b in run]
+    value = parse_chinese_number("".join(chars))
+    if value is None:
+        return run
+    return [(str(value), run[0][1], run[-1][2])]
+
+
+def parse_chinese_number(text: str) -> int | None:
+    """Value of a positional Chinese number ("一千零五", "三万五", "两百"), None if not one."""
+    total, section, digit = 0, 0, None
+    last_unit = 1
+    seen_zero = False
+    for ch in text:
+        if ch in _ZH_DIGITS or ch.isdigit():
+            if _ZH_DIGITS.get(ch) == 0 or ch == "0":
+                seen_zero = True  # "一千零五": zero only marks a skipped unit
+                continue
+            if digit is not None:
+                return None  # two digits in a row inside a positional number
+            digit = _ZH_DIGITS[ch] if ch in _ZH_DIGITS else int(ch)
+        elif ch in _ZH_SMALL_UNITS:
+            unit = _ZH_SMALL_UNITS[ch]
+            if digit is None and not (unit == 10 and section == 0):
+                return None  # only 十 may stand alone at the start ("十二")
+            section += (1 if digit is None else digit) * unit
+            digit, last_unit, seen_zero = None, unit, False
+        else:
+            big = _ZH_BIG_UNITS[ch]
+            if digit is None and section == 0:
+                return None  # "万一" is an idiom, not a number
+            total = (total + section + (digit or 0)) * big
+            section, digit, last_unit, seen_zero = 0, None, big, False
+    if digit:
+        # "三万五" / "一百五": a trailing digit right after a unit means the next lower unit.
+        section += digit * (last_unit // 10 if last_unit >= 10 and not seen_zero else 1)
+    return total + section

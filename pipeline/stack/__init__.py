@@ -1,0 +1,131 @@
+"""The local stack: one Kafka broker and one MinIO server on 127.0.0.1, for development and tests.
+
+``up`` resolves the cached binaries, picks free ports (or the ones given), starts both
+servers, waits for readiness, applies the topic catalog, prepares the recordings
+bucket and writes ``<state_dir>/stack.env`` (the connection settings every other
+command reads). ``down`` stops only the processes it started; ``status`` reports.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from pipeline.catalog import load_catalog
+from pipeline.config import STACK_ENV_FILE, Settings, write_env_file
+from pipeline.errors import StackError
+from pipeline.kafka_admin import apply_catalog, wait_for_broker
+from pipeline.stack import kafka, minio
+from pipeline.stack.processes import alive, free_port, port_open, stop
+from pipeline.storage import storage_client
+
+STATE_FILE = "stack.json"
+
+
+@dataclass(frozen=True)
+class StackState:
+    state_dir: str
+    kafka_pid: int
+    kafka_port: int
+    controller_port: int
+    minio_pid: int
+    minio_port: int
+    console_port: int
+    started_at: float
+    timings_s: dict[str, float]
+
+    @property
+    def marker(self) -> str:
+        return self.state_dir
+
+
+def _load_state(state_dir: Path) -> StackState | None:
+    path = state_dir / STATE_FILE
+    if not path.exists():
+        return None
+    return StackState(**json.loads(path.read_text()))
+
+
+def up(settings: Settings, kafka_port: int | None = None, minio_port: int | None = None) -> StackState:
+    state_dir = settings.state_dir.resolve()
+    existing = _load_state(state_dir)
+    if existing and alive(existing.kafka_pid) and alive(existing.minio_pid):
+        return existing
+    if existing:
+        down(settings)
+    timings: dict[str, float] = {}
+    t0 = time.monotonic()
+    libs = kafka.ensure_jars(settings.cache_dir)
+    minio_binary = minio.ensure_binary(settings.cache_dir)
+    timings["binaries_s"] = time.monotonic() - t0
+
+    kafka_port = kafka_port or free_port()
+    controller_port, minio_port, console_port = free_port(), minio_port or free_port(), free_port()
+    for port in (kafka_port, minio_port):
+        if port_open(port):
+            raise StackError(f"port {port} is already in use on 127.0.0.1")
+    t1 = time.monotonic()
+    kafka_pid = kafka.start(libs, state_dir / "kafka", kafka_port, controller_port)
+    bootstrap = f"127.0.0.1:{kafka_port}"
+    conn = settings.model_copy(update={"kafka_bootstrap": bootstrap, "s3_endpoint": f"127.0.0.1:{minio_port}"})
+    wait_for_broker(conn)
+    # The arrivals topic must exist before MinIO connects to publish onto it.
+    apply_catalog(conn, load_catalog(settings.bucket_names, settings.replication_factor))
+    timings["kafka_s"] = time.monotonic() - t1
+    t2 = time.monotonic()
+    minio_pid = minio.start(
+        minio_binary, state_dir / "minio", minio_port, console_port,
+        settings.s3_access_key, settings.s3_secret_key.get_secret_value(),
+        bootstrap, settings.topic("audio.arrivals"),
+    )
+    minio.prepare_bucket(storage_client(conn), settings.recordings_bucket)
+    timings["minio_s"] = time.monotonic() - t2
+    timings["total_s"] = time.monotonic() - t0
+
+    state = StackState(str(state_dir), kafka_pid, kafka_port, controller_port, minio_pid, minio_port,
+                       console_port, time.time(), {k: round(v, 2) for k, v in timings.items()})
+    (state_dir / STATE_FILE).write_text(json.dumps(asdict(state), indent=2))
+    write_env_file(state_dir / STACK_ENV_FILE, {
+        "kafka_bootstrap": bootstrap,
+        "s3_endpoint": f"127.0.0.1:{minio_port}",
+        "s3_access_key": settings.s3_access_key,
+        "s3_secret_key": settings.s3_secret_key.get_secret_value(),
+        "recordings_bucket": settings.recordings_bucket,
+    })
+    return state
+
+
+def down(settings: Settings) -> list[str]:
+    """Stop the processes this state directory started; leave anything else alone."""
+    state_dir = settings.state_dir.resolve()
+    state = _load_state(state_dir)
+    stopped = []
+    if state is not None:
+        # MinIO first, so it does not queue events for a broker that is going away.
+        for name, pid in (("minio", state.minio_pid), ("kafka", state.kafka_pid)):
+            if stop(pid, state.marker):
+                stopped.append(name)
+        (state_dir / STATE_FILE).unlink(missing_ok=True)
+    (state_dir / STACK_ENV_FILE).unlink(missing_ok=True)
+    return stopped
+
+
+def status(settings: Settings) -> dict[str, Any]:
+    state = _load_state(settings.state_dir.resolve())
+    if state is None:
+        return {"running": False, "state_dir": str(settings.state_dir.resolve())}
+    kafka_up = alive(state.kafka_pid) and port_open(state.kafka_port)
+    minio_up = alive(state.minio_pid) and port_open(state.minio_port)
+    return {
+        "running": kafka_up and minio_up,
+        "state_dir": state.state_dir,
+        "kafka": {"pid": state.kafka_pid, "bootstrap": f"127.0.0.1:{state.kafka_port}", "up": kafka_up},
+        "minio": {"pid": state.minio_pid, "endpoint": f"127.0.0.1:{state.minio_port}", "up": minio_up},
+        "recordings_bucket": settings.recordings_bucket,
+        "started_at": state.started_at,
+        "start_timings_s": state.timings_s,
+        "env_file": str(Path(state.state_dir) / STACK_ENV_FILE),
+    }

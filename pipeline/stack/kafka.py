@@ -1,0 +1,103 @@
+"""A single-node Apache Kafka 4 broker in KRaft combined mode, run from Maven Central jars.
+
+The jars are resolved once with Maven into the cache directory; later runs reuse them.
+"""
+
+from __future__ import annotations
+
+import base64
+import shutil
+import subprocess
+import uuid
+from pathlib import Path
+
+from pipeline.errors import StackError
+from pipeline.stack.processes import port_open, start_detached, wait_until
+
+KAFKA_VERSION = "4.1.1"
+POM = Path(__file__).with_name("kafka-pom.xml")
+
+
+def ensure_jars(cache_dir: Path) -> Path:
+    libs = cache_dir / f"kafka-{KAFKA_VERSION}" / "libs"
+    if (libs / f"kafka_2.13-{KAFKA_VERSION}.jar").exists():
+        return libs
+    if shutil.which("mvn") is None:
+        raise StackError("Maven (mvn) is needed once to fetch the Kafka jars into the cache")
+    tmp = libs.with_name("libs.partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    result = subprocess.run(
+        ["mvn", "-q", "-B", "-f", str(POM), "dependency:copy-dependencies",
+         f"-Dkafka.version={KAFKA_VERSION}", f"-DoutputDirectory={tmp}", "-DincludeScope=runtime"],
+        capture_output=True, text=True,
+    )
+    if result.returncode != 0:
+        raise StackError(f"resolving Kafka jars failed:\n{result.stdout[-2000:]}{result.stderr[-2000:]}")
+    tmp.rename(libs)  # only a complete download becomes the cache
+    return libs
+
+
+def _server_properties(data_dir: Path, port: int, controller_port: int) -> str:
+    return "\n".join([
+        "process.roles=broker,controller",
+        "node.id=1",
+        f"controller.quorum.voters=1@127.0.0.1:{controller_port}",
+        f"listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
+        f"advertised.listeners=PLAINTEXT://127.0.0.1:{port}",
+        "controller.listener.names=CONTROLLER",
+        "inter.broker.listener.name=PLAINTEXT",
+        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        f"log.dirs={data_dir}",
+        # One node: internal topics cannot have more than one replica.
+        "offsets.topic.replication.factor=1",
+        "transaction.state.log.replication.factor=1",
+        "transaction.state.log.min.isr=1",
+        "share.coordinator.state.topic.replication.factor=1",
+        "share.coordinator.state.topic.min.isr=1",
+        "group.initial.rebalance.delay.ms=0",
+        # The catalog is the truth: a typo in a topic name must fail, not create a topic.
+        "auto.create.topics.enable=false",
+        "num.partitions=1",
+        "",
+    ])
+
+
+_LOG4J2 = """\
+status = warn
+appender.file.type = File
+appender.file.name = FILE
+appender.file.fileName = {log}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = info
+rootLogger.appenderRef.file.ref = FILE
+logger.kafka.name = kafka
+logger.kafka.level = warn
+logger.apache.name = org.apache.kafka
+logger.apache.level = warn
+"""
+
+
+def start(libs: Path, home: Path, port: int, controller_port: int, heap_mb: int = 768) -> int:
+    """Format the storage on first use, start the broker, wait until its port answers."""
+    data_dir = home / "data"
+    props = home / "server.properties"
+    home.mkdir(parents=True, exist_ok=True)
+    props.write_text(_server_properties(data_dir, port, controller_port))
+    (home / "log4j2.properties").write_text(_LOG4J2.format(log=home / "server.log"))
+    java = [
+        "java", f"-Xms{heap_mb // 2}m", f"-Xmx{heap_mb}m", "-XX:+UseG1GC",
+        f"-Dlog4j2.configurationFile={home / 'log4j2.properties'}", "-cp", f"{libs}/*",
+    ]
+    if not (data_dir / "meta.properties").exists():
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        result = subprocess.run(
+            [*java, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props)],
+            capture_output=True, text=True,
+        )
+        if result.returncode != 0:
+            raise StackError(f"formatting Kafka storage failed: {result.stdout}{result.stderr}")
+    log = home / "stdout.log"
+    pid = start_detached([*java, "kafka.Kafka", str(props)], log)
+    wait_until(lambda: port_open(port), "Kafka broker", timeout_s=90, pid=pid, log=log)
+    return pid

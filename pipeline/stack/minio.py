@@ -1,0 +1,89 @@
+"""A MinIO server built once from the Go module proxy, with its Kafka notification target.
+
+Each object created in the recordings bucket makes MinIO itself publish its event
+record onto ``audio.arrivals``; while Kafka is down MinIO queues events on disk.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from minio import Minio
+from minio.notificationconfig import NotificationConfig, QueueConfig
+from minio.versioningconfig import ENABLED, VersioningConfig
+
+from pipeline.errors import StackError
+from pipeline.stack.processes import start_detached, wait_until
+
+# The last commit of the (now unmaintained) upstream module; built with `go install`.
+MINIO_VERSION = "v0.0.0-20260212201848-7aac2a2c5b7c"
+TARGET_ID = "CALLQA"
+NOTIFY_ARN = f"arn:minio:sqs::{TARGET_ID}:kafka"
+
+
+def ensure_binary(cache_dir: Path) -> Path:
+    binary = cache_dir / "bin" / f"minio-{MINIO_VERSION}"
+    if binary.exists():
+        return binary
+    if shutil.which("go") is None:
+        raise StackError("Go is needed once to build MinIO into the cache")
+    gobin = cache_dir / "bin" / "gobuild"
+    gobin.mkdir(parents=True, exist_ok=True)
+    result = subprocess.run(
+        ["go", "install", f"github.com/minio/minio@{MINIO_VERSION}"],
+        capture_output=True, text=True, env={**os.environ, "GOBIN": str(gobin), "GOFLAGS": "-mod=mod"},
+    )
+    if result.returncode != 0:
+        raise StackError(f"building MinIO failed:\n{result.stderr[-3000:]}")
+    (gobin / "minio").rename(binary)
+    return binary
+
+
+def _ready(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/minio/health/ready", timeout=1) as resp:
+            return bool(resp.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def start(
+    binary: Path, home: Path, port: int, console_port: int, access_key: str, secret_key: str,
+    kafka_bootstrap: str, arrivals_topic: str,
+) -> int:
+    env = {
+        "MINIO_ROOT_USER": access_key,
+        "MINIO_ROOT_PASSWORD": secret_key,
+        "MINIO_BROWSER": "off",
+        "MINIO_UPDATE": "off",
+        f"MINIO_NOTIFY_KAFKA_ENABLE_{TARGET_ID}": "on",
+        f"MINIO_NOTIFY_KAFKA_BROKERS_{TARGET_ID}": kafka_bootstrap,
+        f"MINIO_NOTIFY_KAFKA_TOPIC_{TARGET_ID}": arrivals_topic,
+        # Buffer events on disk while Kafka is unreachable instead of dropping them.
+        f"MINIO_NOTIFY_KAFKA_QUEUE_DIR_{TARGET_ID}": str(home / "notify-queue"),
+    }
+    (home / "notify-queue").mkdir(parents=True, exist_ok=True)
+    log = home / "server.log"
+    pid = start_detached(
+        [str(binary), "server", str(home / "data"), "--address", f"127.0.0.1:{port}",
+         "--console-address", f"127.0.0.1:{console_port}", "--quiet"],
+        log, env,
+    )
+    wait_until(lambda: _ready(port), "MinIO", timeout_s=60, pid=pid, log=log)
+    return pid
+
+
+def prepare_bucket(client: Minio, bucket: str) -> None:
+    """Create the recordings bucket with versioning and the Kafka notification (idempotent)."""
+    if not client.bucket_exists(bucket):
+        client.make_bucket(bucket)
+    client.set_bucket_versioning(bucket, VersioningConfig(ENABLED))
+    client.set_bucket_notification(
+        bucket,
+        NotificationConfig(queue_config_list=[QueueConfig(queue=NOTIFY_ARN, events=["s3:ObjectCreated:*"])]),
+    )
