@@ -118,7 +118,8 @@ class _StackFileSource(PydanticBaseSettingsSource):
         return None, field_name, False
 
     def __call__(self) -> dict[str, Any]:
-        state_dir = Path(os.environ.get("CALLQA_STATE_DIR", DEFAULT_STATE_DIR))
+        # A state_dir given explicitly (arguments, environment, file) decides which stack file applies.
+        state_dir = Path(self.current_state.get("state_dir") or DEFAULT_STATE_DIR)
         return read_env_file(state_dir / STACK_ENV_FILE)
 
 

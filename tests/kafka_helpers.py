@@ -1,0 +1,48 @@
+"""Test-side Kafka helpers: produce and read back with a real broker."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+
+from confluent_kafka import Consumer, Message, Producer
+
+from pipeline.config import Settings
+
+
+def produce(settings: Settings, topic: str, items: list[tuple[bytes | None, bytes]]) -> None:
+    producer = Producer(settings.kafka_common())
+    for key, value in items:
+        producer.produce(settings.topic(topic), value=value, key=key)
+    assert producer.flush(30) == 0, "messages not delivered"
+
+
+def consume(
+    settings: Settings, topic: str, want: int, timeout_s: float = 60.0,
+    keep: Callable[[Message], bool] = lambda m: True, settle_s: float = 0.0,
+) -> list[Message]:
+    """Read committed messages from the beginning until ``want`` kept ones arrived (then
+    keep reading ``settle_s`` more seconds, to catch duplicates) or the timeout passes."""
+    consumer = Consumer({
+        **settings.kafka_common(), "group.id": f"test-{uuid.uuid4().hex[:8]}",
+        "auto.offset.reset": "earliest", "enable.auto.commit": False, "isolation.level": "read_committed",
+    })
+    consumer.subscribe([settings.topic(topic)])
+    found: list[Message] = []
+    deadline = time.monotonic() + timeout_s
+    settle_until = None
+    try:
+        while time.monotonic() < deadline:
+            if settle_until is not None and time.monotonic() > settle_until:
+                break
+            msg = consumer.poll(0.5)
+            if msg is None or msg.error():
+                continue
+            if keep(msg):
+                found.append(msg)
+                if len(found) >= want and settle_until is None:
+                    settle_until = time.monotonic() + settle_s
+    finally:
+        consumer.close()
+    return found

@@ -1,0 +1,86 @@
+"""Event contracts: round trips, schema agreement, typed decode errors."""
+
+from __future__ import annotations
+
+import jsonschema
+import orjson
+import pytest
+
+from pipeline.catalog import generated_schema, load_schema
+from pipeline.errors import DecodeError, SkipEvent
+from pipeline.events import (
+    EVENT_TYPES,
+    AudioArrived,
+    UnsupportedSchemaVersion,
+    decode,
+    decode_arrival,
+    encode,
+)
+from tests.samples import MINIO_EVENT, sample_events
+
+
+@pytest.mark.parametrize("event_type", sorted(EVENT_TYPES))
+def test_committed_schema_is_the_generated_one(event_type: str) -> None:
+    assert load_schema(event_type) == generated_schema(event_type), "run: callqa topics schemas --write"
+
+
+@pytest.mark.parametrize("event", sample_events(), ids=lambda e: type(e).__name__)
+def test_round_trip_and_schema(event) -> None:
+    payload = encode(event)
+    assert decode(payload, type(event)) == event
+    jsonschema.validate(orjson.loads(payload), load_schema(_type_name(event)))
+
+
+def _type_name(event) -> str:
+    return next(name for name, cls in EVENT_TYPES.items() if isinstance(event, cls))
+
+
+@pytest.mark.parametrize(
+    "payload, message",
+    [
+        (b"not json", "not JSON"),
+        (b"[1, 2]", "expected a JSON object"),
+        (b'{"object": {"bucket": "b", "key": "k"}}', "schema_version"),
+        (b'{"schema_version": "1.0", "object": {"bucket": "b"}}', "object.key"),
+        (b'{"schema_version": "1.0", "object": {"bucket": "b", "key": "k", "size_bytes": -1}}', "size_bytes"),
+        (b'{"schema_version": "1.0", "object": {"bucket": "b", "key": "k"}, "surprise": 1}', "surprise"),
+    ],
+)
+def test_malformed_arrival_raises_typed_error(payload: bytes, message: str) -> None:
+    with pytest.raises(DecodeError, match=message):
+        decode(payload, AudioArrived)
+
+
+def test_unknown_major_version_is_rejected() -> None:
+    with pytest.raises(UnsupportedSchemaVersion):
+        decode(b'{"schema_version": "2.0", "object": {"bucket": "b", "key": "k"}}', AudioArrived)
+
+
+def test_minio_event_is_unescaped_with_metadata() -> None:
+    arrival = decode_arrival(orjson.dumps(MINIO_EVENT))
+    assert arrival.source == "minio"
+    assert arrival.object.key == "dir/a b+c.wav"
+    assert arrival.object.version_id == "v1"
+    assert arrival.object.size_bytes == 8
+    assert arrival.metadata == {"call-id": "x1", "roles": "0=agent"}
+    assert arrival.content_type == "audio/wav"
+
+
+def test_minio_deletion_is_skipped_not_dead_lettered() -> None:
+    deletion = {**MINIO_EVENT, "EventName": "s3:ObjectRemoved:Delete",
+                "Records": [{**MINIO_EVENT["Records"][0], "eventName": "s3:ObjectRemoved:Delete"}]}
+    with pytest.raises(SkipEvent):
+        decode_arrival(orjson.dumps(deletion))
+
+
+def test_minio_event_without_object_is_a_decode_error() -> None:
+    broken = {"EventName": "s3:ObjectCreated:Put", "Records": [{"eventName": "s3:ObjectCreated:Put", "s3": {}}]}
+    with pytest.raises(DecodeError, match="missing field"):
+        decode_arrival(orjson.dumps(broken))
+
+
+def test_minio_schema_accepts_the_sample() -> None:
+    import json
+    from pipeline.catalog import topics_dir
+
+    jsonschema.validate(MINIO_EVENT, json.loads((topics_dir() / "schemas" / "minio_event.json").read_text()))
