@@ -1,0 +1,95 @@
+"""One call prepared for the rules: normalised and redacted segments, PII hits, and rule scope.
+
+Prepared once per call so that every rule matches the same normalised text and
+every finding quotes the same redacted evidence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pipeline.qa.model import CallText, SegmentText
+from pipeline.qa.normalize import Normalized, normalize
+from pipeline.qa.pii import PIIHit
+
+MAX_EVIDENCE_CHARS = 300
+KNOWN_ROLES = ("agent", "customer")
+
+
+@dataclass(frozen=True)
+class PreparedSegment:
+    index: int
+    segment: SegmentText
+    norm: Normalized
+    redacted: str
+
+    def time_at(self, norm_offset: int) -> float:
+        """Estimated call time of a normalised character: segments carry no word times, so
+        interpolate linearly over the segment."""
+        seg = self.segment
+        length = max(len(self.norm.text), 1)
+        return seg.start_s + (seg.end_s - seg.start_s) * min(norm_offset, length) / length
+
+
+@dataclass(frozen=True)
+class CallContext:
+    call: CallText
+    segments: tuple[PreparedSegment, ...]
+    pii: tuple[PIIHit, ...]
+
+    @property
+    def roles_known(self) -> bool:
+        """False for a mono call without diarisation: every segment is 'mixed'."""
+        return any(p.segment.role in KNOWN_ROLES for p in self.segments)
+
+    def role_matches(self, scope_role: str, role: str) -> bool:
+        # Without role labels an agent-scoped rule still has to judge the call, so it sees
+        # the mixed speech (a disclosure cannot be missing just because nobody diarised).
+        return scope_role == "any" or role == scope_role or not self.roles_known
+
+    def in_window(self, rule: object, start_s: float, end_s: float) -> bool:
+        """Does [start_s, end_s] touch the rule's time window?"""
+        first = getattr(rule, "within_first_s", None)
+        last = getattr(rule, "within_last_s", None)
+        if first is not None:
+            return start_s < first
+        if last is not None:
+            return end_s > self.call.duration_s - last
+        return True
+
+    def window(self, rule: object) -> tuple[float, float]:
+        first = getattr(rule, "within_first_s", None)
+        last = getattr(rule, "within_last_s", None)
+        duration = self.call.duration_s
+        if first is not None:
+            return (0.0, min(first, duration) if duration else first)
+        if last is not None:
+            return (max(duration - last, 0.0), duration)
+        return (0.0, duration)
+
+    def scoped(self, rule: object) -> list[PreparedSegment]:
+        """The segments a rule looks at: its role, its time window."""
+        role = getattr(rule, "role", "any")
+        return [
+            p
+            for p in self.segments
+            if self.role_matches(role, p.segment.role) and self.in_window(rule, p.segment.start_s, p.segment.end_s)
+        ]
+
+
+def prepare(call: CallText, redacted: Sequence[str], norms: Sequence[Normalized], pii: Sequence[PIIHit]) -> CallContext:
+    segments = tuple(
+        PreparedSegment(i, seg, norms[i], redacted[i]) for i, seg in enumerate(call.segments)
+    )
+    return CallContext(call, segments, tuple(pii))
+
+
+def normalize_all(call: CallText) -> list[Normalized]:
+    return [normalize(s.text) for s in call.segments]
+
+
+def evidence(segments: Sequence[PreparedSegment]) -> str:
+    """Redacted text of the segments, joined and cut to a readable length."""
+    text = " … ".join(p.redacted.strip() for p in segments if p.redacted.strip())
+    return text if len(text) <= MAX_EVIDENCE_CHARS else text[: MAX_EVIDENCE_CHARS - 1] + "…"

@@ -1,0 +1,174 @@
+"""The QA engine: one call's transcript in, findings + score + redacted transcript out.
+
+Pure and synchronous (no Kafka, no I/O): the Faust agent and the embedded runner both
+call :meth:`QAEngine.evaluate`. PII is detected and redacted on every call whatever the
+rules say, because the copy published downstream must never carry it; ``pii`` rules
+only decide which of those spans are also compliance findings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pipeline.qa import metrics
+from pipeline.qa.context import CallContext, evidence, normalize_all, prepare
+from pipeline.qa.model import CallQAResult, CallText, Finding, PIISpan, PIIType, SegmentText, call_text_from
+from pipeline.qa.pii import PII_TYPES, find_pii, redact_texts
+from pipeline.qa.rules import RulePack, load_packs
+from pipeline.qa.score import score_findings
+from pipeline.qa.textrules import Matcher, evaluate_disclosure, evaluate_phrases
+
+_PHRASE_KINDS = ("keyword", "regex", "forbidden_phrase", "required_disclosure")
+
+
+class QAEngine:
+    """Evaluates calls against a rule pack. Build once (it compiles the rules), reuse for every call."""
+
+    def __init__(self, pack: RulePack, *, redact_types: Sequence[PIIType] = PII_TYPES) -> None:
+        self.pack = pack
+        self.redact_types = tuple(redact_types)
+        self._matchers = {r.id: Matcher.for_rule(r) for r in pack.rules if r.kind in _PHRASE_KINDS}
+        self._evaluators: dict[str, Callable[[Any, CallContext], list[Finding]]] = {
+            "keyword": self._phrases,
+            "regex": self._phrases,
+            "forbidden_phrase": self._phrases,
+            "required_disclosure": self._disclosure,
+            "pii": _pii_rule,
+            "long_silence": _long_silence,
+            "talk_over": _talk_over,
+            "speech_rate": _speech_rate,
+            "talk_ratio": _talk_ratio,
+        }
+
+    @classmethod
+    def from_paths(cls, paths: Sequence[str] = (), *, include_default: bool = True) -> QAEngine:
+        """Engine over the default pack (unless excluded) plus the operator's pack files."""
+        return cls(load_packs(paths, include_default=include_default))
+
+    def evaluate(self, call: CallText | Any) -> CallQAResult:
+        """Findings, score and redacted segments of one call (a CallText or any Transcript-like object)."""
+        if not isinstance(call, CallText):
+            call = call_text_from(call)
+        norms = normalize_all(call)
+        hits = find_pii(call.segments, norms, self.redact_types)
+        redacted = redact_texts(call.segments, hits)
+        ctx = prepare(call, redacted, norms, hits)
+        findings: list[Finding] = []
+        for rule in self.pack.rules:
+            findings.extend(self._evaluators[rule.kind](rule, ctx))
+        findings.sort(key=lambda f: (f.start_s if f.start_s is not None else -1.0, f.rule_id))
+        return CallQAResult(
+            call_id=call.call_id,
+            agent_id=call.agent_id,
+            score=score_findings(findings, self.pack),
+            findings=tuple(findings),
+            pii=tuple(PIISpan(h.type, h.role, h.start_s, h.end_s) for h in hits),
+            redacted_segments=tuple(
+                SegmentText(s.role, s.channel, s.start_s, s.end_s, text)
+                for s, text in zip(call.segments, redacted, strict=True)
+            ),
+            rule_packs=self.pack.names,
+        )
+
+    def _phrases(self, rule: Any, ctx: CallContext) -> list[Finding]:
+        return evaluate_phrases(rule, self._matchers[rule.id], ctx)
+
+    def _disclosure(self, rule: Any, ctx: CallContext) -> list[Finding]:
+        return evaluate_disclosure(rule, self._matchers[rule.id], ctx)
+
+
+def _metric_finding(rule: Any, start_s: float | None, end_s: float | None, message: str, role: str | None = None) -> Finding:
+    return Finding(
+        rule_id=rule.id,
+        kind=rule.kind,
+        severity=rule.severity,
+        role=role,
+        start_s=None if start_s is None else round(start_s, 3),
+        end_s=None if end_s is None else round(end_s, 3),
+        evidence="",
+        message=message,
+    )
+
+
+def _pii_rule(rule: Any, ctx: CallContext) -> list[Finding]:
+    findings = []
+    for hit in ctx.pii:
+        if hit.type in rule.types and ctx.role_matches(rule.role, hit.role) and ctx.in_window(rule, hit.start_s, hit.end_s):
+            segs = [ctx.segments[idx] for idx in dict.fromkeys(idx for idx, _, _ in hit.parts)]
+            finding = _metric_finding(rule, hit.start_s, hit.end_s, f"{hit.type} spoken by the {hit.role}", hit.role)
+            findings.append(_with_evidence(finding, evidence(segs)))
+    return findings
+
+
+def _with_evidence(finding: Finding, text: str) -> Finding:
+    return Finding(**{**finding.__dict__, "evidence": text})
+
+
+def _long_silence(rule: Any, ctx: CallContext) -> list[Finding]:
+    return [
+        _metric_finding(rule, start, end, f"no speech for {end - start:.1f} s (limit {rule.max_silence_s:g} s)")
+        for start, end in metrics.silences(ctx.call, rule.max_silence_s)
+        if ctx.in_window(rule, start, end)
+    ]
+
+
+def _talk_over(rule: Any, ctx: CallContext) -> list[Finding]:
+    return [
+        _metric_finding(rule, start, end, f"both parties speaking for {end - start:.1f} s (limit {rule.max_overlap_s:g} s)")
+        for start, end in metrics.overlaps(ctx.call, rule.max_overlap_s)
+        if ctx.in_window(rule, start, end)
+    ]
+
+
+def _speech_rate(rule: Any, ctx: CallContext) -> list[Finding]:
+    if not ctx.roles_known and rule.role != "any":
+        return []  # mixed speech: the agent's rate cannot be told apart
+    segs = [p.segment for p in ctx.scoped(rule)]
+    findings = []
+    for lang, sample in sorted(metrics.speech_rates(ctx.call, segs).items()):
+        bounds = rule.bounds.get(lang)
+        if bounds is None or sample.speech_s < rule.min_speech_s:
+            continue
+        unit = "chars/min" if lang == "zh" else "words/min"
+        rate = sample.per_min
+        if bounds.min_per_min is not None and rate < bounds.min_per_min:
+            message = f"{rule.role} speech rate {rate:.0f} {unit} below {bounds.min_per_min:g}"
+        elif bounds.max_per_min is not None and rate > bounds.max_per_min:
+            message = f"{rule.role} speech rate {rate:.0f} {unit} above {bounds.max_per_min:g}"
+        else:
+            continue
+        lang_segs = [s for s in segs if metrics.segment_language(ctx.call, s) == lang]
+        findings.append(_metric_finding(rule, lang_segs[0].start_s, lang_segs[-1].end_s, message, rule.role))
+    return findings
+
+
+def _talk_ratio(rule: Any, ctx: CallContext) -> list[Finding]:
+    if not ctx.roles_known:
+        return []
+    window_rule = {"within_first_s": rule.within_first_s, "within_last_s": rule.within_last_s}
+    segs = [p.segment for p in ctx.segments if ctx.in_window(_Window(**window_rule), p.segment.start_s, p.segment.end_s)]
+    measured = metrics.talk_ratio(ctx.call, segs)
+    if measured is None or measured[1] < rule.min_speech_s:
+        return []
+    ratio = measured[0] if rule.role != "customer" else 1.0 - measured[0]
+    who = "customer" if rule.role == "customer" else "agent"
+    start_s, end_s = ctx.window(rule)
+    if rule.min_ratio is not None and ratio < rule.min_ratio:
+        return [_metric_finding(rule, start_s, end_s, f"{who} talk ratio {ratio:.0%} below {rule.min_ratio:.0%}", who)]
+    if rule.max_ratio is not None and ratio > rule.max_ratio:
+        return [_metric_finding(rule, start_s, end_s, f"{who} talk ratio {ratio:.0%} above {rule.max_ratio:.0%}", who)]
+    return []
+
+
+class _Window:
+    """A rule's time window without its role, for metrics that need both parties."""
+
+    def __init__(self, within_first_s: float | None, within_last_s: float | None) -> None:
+        self.within_first_s = within_first_s
+        self.within_last_s = within_last_s
+
+
+def evaluate_call(call: Any, pack: RulePack) -> CallQAResult:
+    """One-shot convenience; prefer a long-lived :class:`QAEngine` in a stream."""
+    return QAEngine(pack).evaluate(call)

@@ -1,0 +1,126 @@
+"""Conversation metrics from segment times alone: silence, talk-over, speech rate, talk ratio.
+
+Segments are VAD speech windows, so their union is "someone is speaking". Silence
+counts only between the first and the last speech (ringing and hang-up are not the
+agent's doing). Talk-over needs one channel per party, so it is measured on stereo
+calls only: a mono call's segments say nothing about who spoke when.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from pipeline.qa.model import CallText, SegmentText
+from pipeline.qa.normalize import is_cjk
+
+Interval = tuple[float, float]
+
+
+def merge_intervals(intervals: Iterable[Interval]) -> list[Interval]:
+    """Union of [start, end) intervals, sorted, touching ones joined."""
+    merged: list[Interval] = []
+    for start, end in sorted(intervals):
+        if end <= start:
+            continue
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def total_s(intervals: Iterable[Interval]) -> float:
+    return sum(end - start for start, end in intervals)
+
+
+def silences(call: CallText, min_s: float = 0.0) -> list[Interval]:
+    """Gaps with no speech on any channel, longer than ``min_s``, between first and last speech."""
+    speech = merge_intervals((s.start_s, s.end_s) for s in call.segments)
+    gaps = [(a[1], b[0]) for a, b in zip(speech, speech[1:], strict=False)]
+    return [(start, end) for start, end in gaps if end - start > min_s]
+
+
+def overlaps(call: CallText, min_s: float = 0.0) -> list[Interval]:
+    """Stretches where two or more channels speak at once, longer than ``min_s`` (stereo only)."""
+    if call.channels < 2:
+        return []
+    per_channel = [
+        merge_intervals((s.start_s, s.end_s) for s in call.segments if s.channel == ch)
+        for ch in sorted({s.channel for s in call.segments})
+    ]
+    found: list[Interval] = []
+    for i, first in enumerate(per_channel):
+        for second in per_channel[i + 1 :]:
+            found.extend(_intersect(first, second))
+    return [(a, b) for a, b in merge_intervals(found) if b - a > min_s]
+
+
+def _intersect(first: Sequence[Interval], second: Sequence[Interval]) -> list[Interval]:
+    out: list[Interval] = []
+    i = j = 0
+    while i < len(first) and j < len(second):
+        start, end = max(first[i][0], second[j][0]), min(first[i][1], second[j][1])
+        if start < end:
+            out.append((start, end))
+        if first[i][1] < second[j][1]:
+            i += 1
+        else:
+            j += 1
+    return out
+
+
+def segment_language(call: CallText, segment: SegmentText) -> str:
+    """The channel's language from the transcript, else guessed from the script ("zh"/"en")."""
+    lang = (call.language_of(segment.channel) or "").lower()
+    if lang.startswith("zh") or lang in ("cmn", "yue"):
+        return "zh"
+    if lang.startswith("en"):
+        return "en"
+    return "zh" if any(is_cjk(ch) for ch in segment.text) else "en"
+
+
+def speech_units(text: str, language: str) -> int:
+    """Characters (Chinese) or words (English): the unit speech rate is measured in."""
+    if language == "zh":
+        return sum(1 for ch in text if is_cjk(ch) or ch.isdigit())
+    return sum(1 for word in text.split() if any(ch.isalnum() for ch in word))
+
+
+@dataclass(frozen=True)
+class RateSample:
+    """Speech of one language by one role: how many units in how many seconds of speech."""
+
+    language: str
+    units: int
+    speech_s: float
+
+    @property
+    def per_min(self) -> float:
+        return self.units / self.speech_s * 60.0 if self.speech_s > 0 else 0.0
+
+
+def speech_rates(call: CallText, segments: Sequence[SegmentText]) -> dict[str, RateSample]:
+    """Rate per language over the given segments (usually the agent's, in a rule's window)."""
+    units: dict[str, int] = {}
+    seconds: dict[str, float] = {}
+    for seg in segments:
+        lang = segment_language(call, seg)
+        units[lang] = units.get(lang, 0) + speech_units(seg.text, lang)
+        seconds[lang] = seconds.get(lang, 0.0) + (seg.end_s - seg.start_s)
+    return {lang: RateSample(lang, units[lang], seconds[lang]) for lang in units}
+
+
+def talk_seconds(segments: Iterable[SegmentText], role: str) -> float:
+    """Speech time of one role (overlapping segments counted once)."""
+    return total_s(merge_intervals((s.start_s, s.end_s) for s in segments if s.role == role))
+
+
+def talk_ratio(call: CallText, segments: Sequence[SegmentText] | None = None) -> tuple[float, float] | None:
+    """(agent share of agent+customer speech time, total seconds), None when roles are unknown."""
+    segs = call.segments if segments is None else segments
+    agent = talk_seconds(segs, "agent")
+    customer = talk_seconds(segs, "customer")
+    if agent + customer <= 0:
+        return None
+    return agent / (agent + customer), agent + customer

@@ -1,0 +1,218 @@
+"""Personal data in speech: bank cards, Chinese resident IDs, phone numbers; and redaction.
+
+Detection runs on normalised text, so numbers spoken digit by digit ("六二二二…",
+"four five three two…") are found like written ones. Numbers are read in groups
+(people say cards in fours, phones in threes and fours), so a candidate is any run
+of digit groups separated by spaces, dashes or commas — also across consecutive
+segments of the same channel and role when the pause is short. Candidates are
+validated (Luhn; ISO 7064 MOD 11-2 and a real birth date; phone numbering plans)
+to keep order numbers and amounts out. A hit reports type, role and time only —
+never the digits — and the original text range it covers, for redaction.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pipeline.qa.model import PIIType, SegmentText
+from pipeline.qa.normalize import Normalized
+
+PII_TYPES: tuple[PIIType, ...] = ("bank_card", "cn_resident_id", "phone")
+REDACTION_LABEL: dict[PIIType, str] = {"bank_card": "[CARD]", "cn_resident_id": "[ID]", "phone": "[PHONE]"}
+MAX_JOIN_GAP_S = 3.0  # a customer pausing mid-number splits it across segments
+
+_GROUP = re.compile(r"(?<![0-9a-z])(\+?)([0-9]+)(x?)(?![0-9a-z])")
+_ID_WEIGHTS = tuple(pow(2, 17 - i, 11) for i in range(17))
+_ID_CHECK = "10x98765432"
+_CN_MOBILE = re.compile(r"1[3-9][0-9]{9}")
+_NANP = re.compile(r"1?[2-9][0-9]{2}[2-9][0-9]{6}")
+
+
+def luhn_valid(digits: str) -> bool:
+    """The Luhn check that every payment card number satisfies."""
+    if not digits.isdigit():
+        return False
+    total = 0
+    for i, ch in enumerate(reversed(digits)):
+        d = int(ch)
+        if i % 2 == 1:
+            d = d * 2 - 9 if d > 4 else d * 2
+        total += d
+    return total % 10 == 0
+
+
+def cn_resident_id_valid(value: str) -> bool:
+    """18-character PRC resident ID: region, a real birth date, ISO 7064 MOD 11-2 check character."""
+    value = value.lower()
+    if len(value) != 18 or not value[:17].isdigit() or value[0] not in "12345678":
+        return False
+    try:
+        born = dt.date(int(value[6:10]), int(value[10:12]), int(value[12:14]))
+    except ValueError:
+        return False
+    if not 1900 <= born.year <= dt.date.today().year:
+        return False
+    total = sum(int(d) * w for d, w in zip(value[:17], _ID_WEIGHTS, strict=True))
+    return _ID_CHECK[total % 11] == value[17]
+
+
+def phone_valid(digits: str, plus: bool = False) -> bool:
+    """CN mobile (1[3-9] + 9 digits, optional 86 prefix), North American, or any E.164 with '+'."""
+    if plus:
+        return 8 <= len(digits) <= 15
+    for prefix in ("0086", "86", ""):
+        if digits.startswith(prefix) and _CN_MOBILE.fullmatch(digits[len(prefix) :]):
+            return True
+    return bool(_NANP.fullmatch(digits))
+
+
+def classify_number(digits: str, *, plus: bool = False, x_suffix: bool = False) -> PIIType | None:
+    """Which kind of personal number this digit string is, if any (resident ID wins ties)."""
+    if x_suffix:
+        return "cn_resident_id" if cn_resident_id_valid(digits + "x") else None
+    if len(digits) == 18 and cn_resident_id_valid(digits):
+        return "cn_resident_id"
+    if not plus and 13 <= len(digits) <= 19 and digits[0] != "0" and luhn_valid(digits) and len(set(digits)) > 1:
+        return "bank_card"
+    if phone_valid(digits, plus):
+        return "phone"
+    return None
+
+
+@dataclass(frozen=True)
+class PIIHit:
+    """One number found: its type, who said it, when, and the original text it covers."""
+
+    type: PIIType
+    role: str
+    start_s: float
+    end_s: float
+    parts: tuple[tuple[int, int, int], ...]  # (segment index, original start, original end)
+
+
+@dataclass(frozen=True)
+class _Group:
+    start: int  # in the channel stream
+    end: int
+    digits: str
+    plus: bool
+    x_suffix: bool
+
+
+def find_pii(
+    segments: Sequence[SegmentText],
+    norms: Sequence[Normalized],
+    types: Sequence[PIIType] = PII_TYPES,
+    max_join_gap_s: float = MAX_JOIN_GAP_S,
+) -> list[PIIHit]:
+    """Every PII number in the call, per channel; ``norms[i]`` is ``normalize(segments[i].text)``."""
+    hits: list[PIIHit] = []
+    for channel in sorted({s.channel for s in segments}):
+        order = [i for i, s in enumerate(segments) if s.channel == channel]
+        stream, offsets = _channel_stream(segments, norms, order, max_join_gap_s)
+        groups = [
+            _Group(m.start(), m.end(), m.group(2), m.group(1) == "+", m.group(3) == "x")
+            for m in _GROUP.finditer(stream)
+        ]
+        for chain in _chains(groups, stream):
+            for first, last, kind in _take_numbers(chain):
+                if kind in types:
+                    hits.append(_hit(kind, first.start, last.end, segments, norms, offsets))
+    return sorted(hits, key=lambda h: (h.start_s, h.type))
+
+
+def _channel_stream(
+    segments: Sequence[SegmentText], norms: Sequence[Normalized], order: list[int], max_gap_s: float
+) -> tuple[str, list[tuple[int, int]]]:
+    """One channel's normalised text; short same-role pauses join with a space, others break."""
+    parts: list[str] = []
+    offsets: list[tuple[int, int]] = []  # (stream offset, segment index)
+    pos = 0
+    for n, idx in enumerate(order):
+        if n:
+            prev = segments[order[n - 1]]
+            joined = prev.role == segments[idx].role and segments[idx].start_s - prev.end_s <= max_gap_s
+            parts.append(" " if joined else "\n")
+            pos += 1
+        offsets.append((pos, idx))
+        parts.append(norms[idx].text)
+        pos += len(norms[idx].text)
+    return "".join(parts), offsets
+
+
+def _chains(groups: list[_Group], stream: str) -> list[list[_Group]]:
+    """Runs of digit groups separated by exactly one space (what separators normalise to)."""
+    chains: list[list[_Group]] = []
+    for group in groups:
+        if chains and stream[chains[-1][-1].end : group.start] == " " and not chains[-1][-1].x_suffix:
+            chains[-1].append(group)
+        else:
+            chains.append([group])
+    return chains
+
+
+def _take_numbers(chain: list[_Group]) -> list[tuple[_Group, _Group, PIIType]]:
+    """Left to right, the longest run of whole groups that validates as a personal number."""
+    found = []
+    i = 0
+    while i < len(chain):
+        taken = False
+        for j in range(len(chain) - 1, i - 1, -1):
+            digits = "".join(g.digits for g in chain[i : j + 1])
+            if len(digits) > 20 or any(g.plus for g in chain[i + 1 : j + 1]):
+                continue
+            kind = classify_number(digits, plus=chain[i].plus, x_suffix=chain[j].x_suffix)
+            if kind is not None:
+                found.append((chain[i], chain[j], kind))
+                i, taken = j + 1, True
+                break
+        if not taken:
+            i += 1
+    return found
+
+
+def _hit(
+    kind: PIIType,
+    start: int,
+    end: int,
+    segments: Sequence[SegmentText],
+    norms: Sequence[Normalized],
+    offsets: list[tuple[int, int]],
+) -> PIIHit:
+    parts = []
+    for seg_start, idx in offsets:
+        seg_end = seg_start + len(norms[idx].text)
+        lo, hi = max(start, seg_start), min(end, seg_end)
+        if lo < hi:
+            o_start, o_end = norms[idx].original_span(lo - seg_start, hi - seg_start)
+            parts.append((idx, o_start, o_end))
+    first, last = segments[parts[0][0]], segments[parts[-1][0]]
+    return PIIHit(kind, first.role, first.start_s, last.end_s, tuple(parts))
+
+
+def redact_texts(segments: Sequence[SegmentText], hits: Sequence[PIIHit]) -> list[str]:
+    """Each segment's original text with every PII range replaced by its type label."""
+    ranges: dict[int, list[tuple[int, int, str]]] = {}
+    for hit in hits:
+        for idx, o_start, o_end in hit.parts:
+            ranges.setdefault(idx, []).append((o_start, o_end, REDACTION_LABEL[hit.type]))
+    texts = []
+    for idx, seg in enumerate(segments):
+        texts.append(_redact(seg.text, ranges.get(idx, [])))
+    return texts
+
+
+def _redact(text: str, ranges: list[tuple[int, int, str]]) -> str:
+    out, pos = [], 0
+    for start, end, label in sorted(ranges):
+        if start < pos:  # overlaps the previous range: extend it
+            start = pos
+            label = ""
+        out.append(text[pos:start])
+        out.append(label)
+        pos = max(pos, end)
+    out.append(text[pos:])
+    return "".join(out)

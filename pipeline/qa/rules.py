@@ -1,0 +1,272 @@
+"""Rule packs as data: the rule models, YAML loading and validation, and combining packs.
+
+A pack is a YAML mapping ``{pack, version, description, disable: [ids], rules: [...]}``.
+Each rule has an ``id``, a ``kind`` (see :data:`RuleKind`), ``severity``, ``weight``
+(points taken off the 100-point score), and a scope (``role``; ``within_first_s`` or
+``within_last_s``). Packs load in order; a later pack may ``disable`` rules of earlier
+ones and redefine them. Every problem raises :class:`RulePackError` naming the pack
+file, the rule id and the problem, so a bad pack is refused at start.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+
+from pipeline.qa.errors import RulePackError
+from pipeline.qa.model import PIIType, Severity
+
+ScopeRole = Literal["agent", "customer", "any"]
+MatchMode = Literal["any_of", "all_of", "none_of"]
+_ID = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+_DEFAULT_WEIGHT: dict[str, float] = {"info": 0.0, "low": 5.0, "medium": 10.0, "high": 20.0, "critical": 40.0}
+
+
+class _Rule(BaseModel):
+    """Fields every rule has."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    id: str = Field(pattern=_ID, max_length=100)
+    description: str = ""
+    severity: Severity = "medium"
+    weight: float | None = Field(default=None, ge=0, le=100, description="points off; default by severity")
+    max_penalties: int = Field(default=1, ge=1, description="how many of this rule's findings count in the score")
+    role: ScopeRole = "any"
+    within_first_s: float | None = Field(default=None, gt=0)
+    within_last_s: float | None = Field(default=None, gt=0)
+    enabled: bool = True
+
+    @model_validator(mode="after")
+    def _one_window(self) -> _Rule:
+        if self.within_first_s is not None and self.within_last_s is not None:
+            raise ValueError("give within_first_s or within_last_s, not both")
+        return self
+
+    @property
+    def points(self) -> float:
+        return self.weight if self.weight is not None else _DEFAULT_WEIGHT[self.severity]
+
+
+class _PhraseRule(_Rule):
+    phrases: list[Annotated[str, Field(min_length=1)]] = Field(min_length=1)
+    exclude: list[Annotated[str, Field(min_length=1)]] = Field(
+        default_factory=list, description="a segment containing any of these does not count"
+    )
+
+
+class KeywordRule(_PhraseRule):
+    """Phrases after normalisation. any_of: flag each segment saying one; all_of: flag when every
+    phrase is said in scope; none_of: flag when none is said in scope."""
+
+    kind: Literal["keyword"]
+    match: MatchMode = "any_of"
+
+
+class RegexRule(_PhraseRule):
+    """Like keyword, but ``phrases`` are regular expressions over the normalised text."""
+
+    kind: Literal["regex"]
+    match: MatchMode = "any_of"
+
+    @model_validator(mode="after")
+    def _compiles(self) -> RegexRule:
+        for pattern in [*self.phrases, *self.exclude]:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"bad regular expression {pattern!r}: {exc}") from exc
+        return self
+
+
+class ForbiddenPhraseRule(_PhraseRule):
+    """Each segment (of the agent, by default) that says one of the phrases is a finding."""
+
+    kind: Literal["forbidden_phrase"]
+    role: ScopeRole = "agent"
+    category: Literal["mis_selling", "abuse", "other"] = "other"
+
+
+class RequiredDisclosureRule(_PhraseRule):
+    """The agent must say one of the phrasings within the window; said by the customer or too
+    late does not count."""
+
+    kind: Literal["required_disclosure"]
+    role: ScopeRole = "agent"
+    severity: Severity = "high"
+
+
+class PIIRule(_Rule):
+    """A finding for each span of personal data of these types spoken in scope."""
+
+    kind: Literal["pii"]
+    types: list[PIIType] = Field(min_length=1)
+
+
+class LongSilenceRule(_Rule):
+    kind: Literal["long_silence"]
+    max_silence_s: float = Field(gt=0)
+
+
+class TalkOverRule(_Rule):
+    kind: Literal["talk_over"]
+    max_overlap_s: float = Field(gt=0)
+
+
+class RateBounds(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    min_per_min: float | None = Field(default=None, ge=0)
+    max_per_min: float | None = Field(default=None, gt=0)
+
+
+class SpeechRateRule(_Rule):
+    """Agent speech rate over the call: characters/min for Chinese, words/min for English."""
+
+    kind: Literal["speech_rate"]
+    role: ScopeRole = "agent"
+    bounds: dict[Literal["zh", "en"], RateBounds] = Field(min_length=1)
+    min_speech_s: float = Field(default=20.0, ge=0, description="too little speech to judge below this")
+
+
+class TalkRatioRule(_Rule):
+    """Share of speech time that is the agent's: agent / (agent + customer)."""
+
+    kind: Literal["talk_ratio"]
+    role: ScopeRole = "agent"
+    min_ratio: float | None = Field(default=None, ge=0, le=1)
+    max_ratio: float | None = Field(default=None, ge=0, le=1)
+    min_speech_s: float = Field(default=30.0, ge=0)
+
+
+Rule = Annotated[
+    Union[
+        KeywordRule, RegexRule, ForbiddenPhraseRule, RequiredDisclosureRule, PIIRule,
+        LongSilenceRule, TalkOverRule, SpeechRateRule, TalkRatioRule,
+    ],
+    Field(discriminator="kind"),
+]  # fmt: skip
+RuleKind = Literal[
+    "keyword", "regex", "forbidden_phrase", "required_disclosure", "pii",
+    "long_silence", "talk_over", "speech_rate", "talk_ratio",
+]  # fmt: skip
+_RULE_ADAPTER: TypeAdapter[Any] = TypeAdapter(Rule)
+
+
+@dataclass(frozen=True)
+class RulePack:
+    """The rules in force, from one or more pack files in load order."""
+
+    names: tuple[str, ...]
+    rules: tuple[Any, ...]  # each one of the Rule models
+
+    def rule(self, rule_id: str) -> Any | None:
+        return next((r for r in self.rules if r.id == rule_id), None)
+
+
+def default_pack_path() -> Path:
+    """The credit-card service pack shipped with the package (Mandarin and English)."""
+    return Path(str(resources.files("pipeline.qa") / "packs" / "default.yaml"))
+
+
+def load_packs(paths: Iterable[str | Path] = (), *, include_default: bool = True) -> RulePack:
+    """Load and combine packs: the default pack first (unless excluded), then ``paths`` in order."""
+    ordered = [default_pack_path()] if include_default else []
+    ordered += [Path(p) for p in paths]
+    if not ordered:
+        raise RulePackError("no rule packs given")
+    names: list[str] = []
+    rules: dict[str, Any] = {}
+    origin: dict[str, str] = {}
+    for path in ordered:
+        name, disable, pack_rules = _read_pack(path)
+        for rule_id in disable:
+            if rule_id not in rules:
+                raise RulePackError(f"{path}: disable: no earlier pack defines rule {rule_id!r}")
+            del rules[rule_id]
+        for rule in pack_rules:
+            if rule.id in rules:
+                raise RulePackError(
+                    f"{path}: rule {rule.id!r}: already defined in {origin[rule.id]}; "
+                    f"list it under 'disable' to replace it"
+                )
+            rules[rule.id], origin[rule.id] = rule, str(path)
+        names.append(name)
+    return RulePack(names=tuple(names), rules=tuple(r for r in rules.values() if r.enabled))
+
+
+def parse_pack(data: Any, source: str = "<pack>") -> tuple[str, list[str], list[Any]]:
+    """Validate one decoded pack mapping: (name, disabled ids, rules)."""
+    if not isinstance(data, dict):
+        raise RulePackError(f"{source}: a pack must be a mapping with a 'rules' list")
+    unknown = set(data) - {"pack", "version", "description", "disable", "rules"}
+    if unknown:
+        raise RulePackError(f"{source}: unknown top-level keys {sorted(unknown)}")
+    name = data.get("pack")
+    if not isinstance(name, str) or not name:
+        raise RulePackError(f"{source}: 'pack' (the pack's name) is required")
+    disable = data.get("disable") or []
+    raw_rules = data.get("rules")
+    if not isinstance(disable, list) or not all(isinstance(d, str) for d in disable):
+        raise RulePackError(f"{source}: 'disable' must be a list of rule ids")
+    if not isinstance(raw_rules, list):
+        raise RulePackError(f"{source}: 'rules' must be a list")
+    rules: list[Any] = []
+    seen: set[str] = set()
+    for index, raw in enumerate(raw_rules):
+        rule = _parse_rule(raw, index, source)
+        if rule.id in seen:
+            raise RulePackError(f"{source}: rule {rule.id!r}: id used twice in this pack")
+        seen.add(rule.id)
+        rules.append(rule)
+    return name, list(disable), rules
+
+
+def _read_pack(path: Path) -> tuple[str, list[str], list[Any]]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise RulePackError(f"{path}: cannot read rule pack: {exc}") from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise RulePackError(f"{path}: not valid YAML: {exc}") from exc
+    return parse_pack(data, str(path))
+
+
+def _parse_rule(raw: Any, index: int, source: str) -> Any:
+    label = f"rule #{index + 1}"
+    if isinstance(raw, dict) and isinstance(raw.get("id"), str):
+        label = f"rule {raw['id']!r}"
+    if not isinstance(raw, dict):
+        raise RulePackError(f"{source}: {label}: must be a mapping")
+    if "kind" not in raw:
+        raise RulePackError(f"{source}: {label}: 'kind' is required (one of {', '.join(RuleKind.__args__)})")
+    try:
+        return _RULE_ADAPTER.validate_python(raw)
+    except ValidationError as exc:
+        raise RulePackError(f"{source}: {label}: {_describe(exc)}") from exc
+
+
+def _describe(exc: ValidationError) -> str:
+    """One line per problem, e.g. ``within_first_s: Input should be greater than 0``."""
+    problems = []
+    for err in exc.errors():
+        loc = ""
+        for part in err["loc"][1:]:
+            loc += f"[{part}]" if isinstance(part, int) else f".{part}" if loc else str(part)
+        got = "" if err["type"] in ("missing", "extra_forbidden") else f" (got {err['input']!r:.60})"
+        problems.append(f"{loc or 'rule'}: {err['msg']}{got}")
+    return "; ".join(problems)
+
+
+def rule_descriptions(pack: RulePack | None, rule_ids: Sequence[str] = ()) -> dict[str, str]:
+    """rule id → description, for the report (empty where the pack does not know the rule)."""
+    if pack is None:
+        return {}
+    return {r.id: r.description for r in pack.rules if not rule_ids or r.id in rule_ids}
