@@ -1,0 +1,124 @@
+"""The one device interface: cpu, cuda (NVIDIA, and ROCm/Hygon DCU which present as cuda), npu, mps.
+
+Nothing else in the engine names a vendor. This module picks the device and
+its inference dtype, applies the allocator configuration, synchronises for
+honest timings, and reports allocated/reserved memory so a soak can show it
+stays flat.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import resource
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+from pipeline.asr.errors import DeviceError
+
+DeviceKind = Literal["cpu", "cuda", "npu", "mps"]
+DtypeName = Literal["auto", "float32", "float16", "bfloat16"]
+
+
+def _npu_module():  # torch_npu registers the "npu" device type on import
+    if importlib.util.find_spec("torch_npu") is None:
+        return None
+    import torch_npu  # noqa: F401  (import side effect registers torch.npu)
+
+    return getattr(torch, "npu", None)
+
+
+def _backend(kind: DeviceKind):
+    return {"cuda": getattr(torch, "cuda", None), "npu": _npu_module(), "mps": getattr(torch, "mps", None)}.get(kind)
+
+
+def _available(kind: DeviceKind) -> bool:
+    if kind == "cpu":
+        return True
+    if kind == "mps":
+        return bool(torch.backends.mps.is_available())
+    backend = _backend(kind)
+    return bool(backend is not None and backend.is_available())
+
+
+@dataclass(frozen=True)
+class Device:
+    kind: DeviceKind
+    torch_device: torch.device
+
+    @property
+    def description(self) -> str:
+        if self.kind == "cuda":
+            flavour = "rocm" if getattr(torch.version, "hip", None) else "cuda"
+            return f"{flavour}:{torch.cuda.get_device_name(self.torch_device)}"
+        return self.kind
+
+    def inference_dtype(self, requested: DtypeName) -> torch.dtype:
+        """fp32 on CPU; bf16 where the accelerator supports it, else fp16."""
+        if requested != "auto":
+            return getattr(torch, requested)
+        if self.kind == "cpu":
+            return torch.float32
+        if self.kind == "cuda" and torch.cuda.is_bf16_supported():
+            return torch.bfloat16
+        return torch.float16
+
+    def configure_allocator(self) -> None:
+        """Expandable segments keep fragmentation (and so reserved memory) flat where supported."""
+        if self.kind == "cuda" and not getattr(torch.version, "hip", None):
+            setter = getattr(torch.cuda.memory, "_set_allocator_settings", None)
+            if setter is not None:
+                setter("expandable_segments:True")
+        # ROCm/Hygon has no expandable segments; npu reads PYTORCH_NPU_ALLOC_CONF, set by the operator.
+
+    def synchronize(self) -> None:
+        backend = _backend(self.kind)
+        if backend is not None and hasattr(backend, "synchronize"):
+            backend.synchronize()
+
+    def memory_bytes(self) -> dict[str, int]:
+        """allocated / reserved / peak bytes of the device allocator (process RSS on CPU)."""
+        if self.kind in ("cuda", "npu"):
+            backend = _backend(self.kind)
+            return {
+                "allocated": int(backend.memory_allocated(self.torch_device)),
+                "reserved": int(backend.memory_reserved(self.torch_device)),
+                "peak": int(backend.max_memory_allocated(self.torch_device)),
+            }
+        if self.kind == "mps":
+            return {
+                "allocated": int(torch.mps.current_allocated_memory()),
+                "reserved": int(torch.mps.driver_allocated_memory()),
+                "peak": int(torch.mps.driver_allocated_memory()),
+            }
+        return {"allocated": _rss_bytes(), "reserved": _rss_bytes(), "peak": _peak_rss_bytes()}
+
+    def reset_peak(self) -> None:
+        if self.kind in ("cuda", "npu"):
+            _backend(self.kind).reset_peak_memory_stats(self.torch_device)
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as fh:
+        pages = int(fh.read().split()[1])
+    return pages * resource.getpagesize()
+
+
+def _peak_rss_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def resolve_device(spec: str = "auto") -> Device:
+    """'auto' picks the first available of cuda, npu, mps, cpu; 'cuda:1' style indices pass through."""
+    if spec == "auto":
+        for kind in ("cuda", "npu", "mps"):
+            if _available(kind):  # type: ignore[arg-type]
+                return resolve_device(kind)
+        return Device("cpu", torch.device("cpu"))
+    kind = spec.split(":", 1)[0]
+    if kind not in ("cpu", "cuda", "npu", "mps"):
+        raise DeviceError(f"unknown device {spec!r}: use cpu, cuda, npu, mps or auto")
+    if not _available(kind):  # type: ignore[arg-type]
+        raise DeviceError(f"device {spec!r} is not available in this torch build")
+    return Device(kind, torch.device(spec))  # type: ignore[arg-type]

@@ -1,0 +1,75 @@
+"""What the engine returns: per-call transcripts of per-role segments, and batch statistics."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One stretch of speech of one party, times in seconds from the call's start."""
+
+    role: str
+    channel: int
+    start_s: float
+    end_s: float
+    text: str
+    language: str = ""
+
+
+@dataclass(frozen=True)
+class CallTranscript:
+    """segments: sorted by start_s; languages: channel -> detected (or forced) code, only for
+    channels with speech; timings: seconds spent per stage (vad_s, resample_s, asr_s share)."""
+
+    call_id: str
+    segments: list[Segment]
+    languages: dict[int, str]
+    model_name: str
+    model_version: str
+    timings: dict[str, float]
+    duration_s: float
+
+    @property
+    def text(self) -> str:
+        return " ".join(s.text for s in self.segments)
+
+    def text_of(self, role: str) -> str:
+        return " ".join(s.text for s in self.segments if s.role == role)
+
+
+@dataclass(frozen=True)
+class BatchStats:
+    """One model batch: shape, padding efficiency, time and device memory after it ran."""
+
+    items: int
+    bucket_s: float
+    audio_s: float
+    computed_s: float
+    encode_s: float
+    decode_s: float
+    decode_steps: int
+    decode_row_steps: int
+    compactions: int
+    memory_allocated_bytes: int
+    memory_reserved_bytes: int
+    memory_peak_bytes: int
+
+    @property
+    def padding_efficiency(self) -> float:
+        return self.audio_s / self.computed_s if self.computed_s else 1.0
+
+
+@dataclass
+class EngineStats:
+    """Running totals over the engine's life (reset with :meth:`reset`)."""
+
+    batches: list[BatchStats] = field(default_factory=list)
+
+    @property
+    def padding_efficiency(self) -> float:
+        computed = sum(b.computed_s for b in self.batches)
+        return sum(b.audio_s for b in self.batches) / computed if computed else 1.0
+
+    def reset(self) -> None:
+        self.batches.clear()
