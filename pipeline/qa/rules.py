@@ -260,6 +260,9 @@ def _describe(exc: ValidationError) -> str:
         loc = ""
         for part in err["loc"][1:]:
             loc += f"[{part}]" if isinstance(part, int) else f".{part}" if loc else str(part)
+        if err["type"].startswith("union_tag"):
+            problems.append(f"kind: {err['msg']}")
+            continue
         got = "" if err["type"] in ("missing", "extra_forbidden") else f" (got {err['input']!r:.60})"
         problems.append(f"{loc or 'rule'}: {err['msg']}{got}")
     return "; ".join(problems)

@@ -1,0 +1,52 @@
+from pipeline.qa.normalize import normalize, normalize_phrase, parse_chinese_number
+
+
+def test_traditional_full_width_case_and_punctuation():
+    assert normalize("保證穩賺不賠！").text == "保证稳赚不赔"
+    assert normalize("ＮＯ　ＲＩＳＫ，ok?").text == "no risk ok"
+    assert normalize("稳赚，不赔").text == "稳赚不赔"  # punctuation between Chinese characters goes
+
+
+def test_stray_spaces_around_chinese_are_removed():
+    assert normalize("请问 您 是 张 先生 吗 ？").text == "请问您是张先生吗"
+    assert normalize("我的 visa 卡").text == "我的visa卡"
+
+
+def test_mandarin_digits_read_one_by_one():
+    assert normalize("卡号是六二二二，幺三八零").text == "卡号是6222 1380"
+    assert normalize("一 三 八 零 零").text == "13800"
+
+
+def test_mandarin_positional_numbers():
+    assert normalize("我借了三万五千块").text == "我借了35000块"
+    assert parse_chinese_number("一千零五") == 1005
+    assert parse_chinese_number("三万五") == 35000
+    assert parse_chinese_number("一百五") == 150
+    assert parse_chinese_number("十二") == 12
+    assert parse_chinese_number("两千三") == 2300
+    assert parse_chinese_number("一万零五百") == 10500
+
+
+def test_ordinary_words_with_numerals_are_left_alone():
+    assert normalize("万一出事，一定要说").text == "万一出事一定要说"
+    assert normalize("三四个人").text == "三四个人"  # "three or four", not 34
+
+
+def test_english_spoken_digits():
+    assert normalize("Four five three two - double five, oh one").text == "4532 55 01"
+    assert normalize("triple seven").text == "777"
+    assert normalize("No one said so").text == "no one said so"  # a single digit word stays
+
+
+def test_original_span_maps_back():
+    norm = normalize("卡号：六二二二")
+    start = norm.text.index("6")
+    assert norm.original_span(start, len(norm.text)) == (3, 7)
+    eng = normalize("it is four five six")
+    i = eng.text.index("456")
+    assert eng.original[slice(*eng.original_span(i, i + 3))] == "four five six"
+
+
+def test_phrases_normalise_like_transcripts():
+    assert normalize_phrase("保證收益") == normalize("他说保证收益").text[2:]
+    assert normalize_phrase("No Risk") == "no risk"

@@ -1,0 +1,81 @@
+import pytest
+
+from pipeline.qa.normalize import normalize
+from pipeline.qa.pii import classify_number, cn_resident_id_valid, find_pii, luhn_valid, phone_valid, redact_texts
+
+from .helpers import INVALID_CARD, INVALID_ID, VALID_CARD, VALID_ID, VISA_CARD, seg, spoken_en, spoken_zh
+
+
+def detect(*segments):
+    norms = [normalize(s.text) for s in segments]
+    hits = find_pii(segments, norms)
+    return hits, redact_texts(segments, hits)
+
+
+def test_checksums():
+    assert luhn_valid(VALID_CARD) and luhn_valid(VISA_CARD)
+    assert not luhn_valid(INVALID_CARD)
+    assert cn_resident_id_valid(VALID_ID) and cn_resident_id_valid("440301199003071230")
+    assert not cn_resident_id_valid(INVALID_ID)
+    assert not cn_resident_id_valid(VALID_ID.replace("1231", "1232"))  # no 32nd day
+    assert phone_valid("13812345678") and phone_valid("8613812345678") and phone_valid("4155552671")
+    assert not phone_valid("11012345678")  # CN mobiles start 13-19; no NANP area code starts 1
+    assert classify_number("1234567890123") is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"我的卡号是{spoken_zh(VALID_CARD)}",
+        f"卡号 {VALID_CARD[:4]}-{VALID_CARD[4:8]}-{VALID_CARD[8:12]}-{VALID_CARD[12:16]}-{VALID_CARD[16:]} 对",
+        f"my card number is {spoken_en(VISA_CARD)} thanks",
+        f"it's {VISA_CARD[:4]} {VISA_CARD[4:8]} {VISA_CARD[8:12]} {VISA_CARD[12:]}",
+    ],
+)
+def test_bank_card_found_and_redacted(text):
+    hits, redacted = detect(seg("customer", 3.0, 9.0, text))
+    assert [(h.type, h.role, h.start_s, h.end_s) for h in hits] == [("bank_card", "customer", 3.0, 9.0)]
+    assert "[CARD]" in redacted[0]
+    assert not any(ch.isdigit() for ch in redacted[0])
+    assert "六二" not in redacted[0] and "four" not in redacted[0]
+
+
+def test_invalid_checksum_is_not_a_card():
+    hits, redacted = detect(seg("customer", 0, 5, f"卡号是{spoken_zh(INVALID_CARD)}"))
+    assert hits == []
+    assert redacted[0] == f"卡号是{spoken_zh(INVALID_CARD)}"
+
+
+def test_card_split_across_segments_after_a_short_pause():
+    first = seg("customer", 10.0, 13.0, f"卡号{spoken_zh(VALID_CARD[:8])}")
+    second = seg("customer", 14.0, 17.0, spoken_zh(VALID_CARD[8:]))
+    hits, redacted = detect(first, second)
+    assert [(h.type, h.start_s, h.end_s) for h in hits] == [("bank_card", 10.0, 17.0)]
+    assert redacted == ["卡号[CARD]", "[CARD]"]
+
+
+def test_no_join_across_a_long_pause_or_other_speaker():
+    first = seg("customer", 10.0, 13.0, VALID_CARD[:8])
+    late = seg("customer", 30.0, 33.0, VALID_CARD[8:])
+    assert detect(first, late)[0] == []
+
+
+def test_resident_id_with_x_and_its_near_miss():
+    hits, redacted = detect(seg("agent", 0, 4, f"您的身份证号是{VALID_ID}对吗"))
+    assert [h.type for h in hits] == ["cn_resident_id"]
+    assert redacted == ["您的身份证号是[ID]对吗"]
+    assert detect(seg("agent", 0, 4, f"身份证号{INVALID_ID}"))[0] == []
+
+
+def test_phone_numbers():
+    hits, redacted = detect(
+        seg("customer", 0, 4, "手机号幺三八 一二三四 五六七八"),
+        seg("customer", 20, 24, "call me on +44 20 7946 0958 or 415-555-2671"),
+    )
+    assert [h.type for h in hits] == ["phone", "phone", "phone"]
+    assert redacted == ["手机号[PHONE]", "call me on [PHONE] or [PHONE]"]
+
+
+def test_amounts_and_dates_are_not_pii():
+    hits, _ = detect(seg("agent", 0, 4, "您本期账单三万五千元，最低还款1750元，2024年3月15日到期"))
+    assert hits == []
