@@ -123,6 +123,63 @@ def topics_schemas(write: Annotated[bool, typer.Option(help="Rewrite topics/sche
     typer.echo("schemas match the models")
 
 
+# --- upstream side and the router ----------------------------------------------------------
+
+@app.command("ingest")
+def ingest(
+    paths: Annotated[list[Path], typer.Argument(help="Recordings, or folders searched recursively.")],
+    prefix: Annotated[str, typer.Option(help="Object key prefix in the recordings bucket.")] = "",
+    agent_id: Annotated[Optional[str], typer.Option(help="Agent id stored with every recording.")] = None,
+    roles: Annotated[Optional[str], typer.Option(help="Channel roles, e.g. left=agent,right=customer.")] = None,
+    start_time: Annotated[Optional[str], typer.Option(help="Call start time (ISO 8601).")] = None,
+    meta: Annotated[Optional[list[str]], typer.Option(help="Extra metadata key=value (repeatable).")] = None,
+    publish_only: Annotated[bool, typer.Option(help="Objects are already stored: only publish arrivals.")] = False,
+    workers: Annotated[int, typer.Option(help="Concurrent uploads.")] = 8,
+) -> None:
+    """Upload recordings with their metadata; MinIO then emits each arrival itself."""
+    from pipeline import arrivals
+    from pipeline.events import ObjectRef
+    from pipeline.storage import storage_client
+
+    cfg = settings()
+    common = {k: v for k, v in {"agent-id": agent_id, "roles": roles, "start-time": start_time}.items() if v}
+    for item in meta or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise typer.BadParameter(f"--meta expects key=value, got {item!r}")
+        common[key.strip().lower()] = value.strip()
+    files = arrivals.find_recordings(paths)
+    missing = [str(f) for f in files if not f.is_file()]
+    if missing:
+        raise typer.BadParameter(f"not found: {missing}")
+    recordings = arrivals.plan_uploads(files, prefix, common)
+    if publish_only:
+        publisher = arrivals.ArrivalPublisher(cfg)
+        for rec in recordings:
+            publisher.publish(ObjectRef(bucket=cfg.recordings_bucket, key=rec.key), rec.metadata)
+        publisher.flush()
+        typer.echo(f"published {len(recordings)} arrivals to {publisher.topic}")
+        return
+    with typer.progressbar(length=len(recordings), label="uploading") as bar:
+        counts = arrivals.upload_all(storage_client(cfg), cfg.recordings_bucket, recordings, workers,
+                                     on_done=lambda rec, status: bar.update(1))
+    typer.echo(f"uploaded {counts['uploaded']}, unchanged {counts['unchanged']}, failed {counts['failed']}")
+    if counts["failed"]:
+        raise typer.Exit(1)
+
+
+@app.command("router")
+def router_cmd(app_id: Annotated[str, typer.Option(help="Faust app id (the consumer group).")] = "callqa-router") -> None:
+    """Run the Faust router: audio.arrivals → duration-bucket topics (several processes share the work)."""
+    import faust
+
+    from pipeline.router import create_app
+
+    cfg = settings()
+    faust_app = create_app(cfg, app_id)
+    faust.Worker(faust_app, loglevel=cfg.log_level.upper(), quiet=True).execute_from_commandline()
+
+
 def run() -> None:
     try:
         app()

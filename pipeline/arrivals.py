@@ -1,0 +1,126 @@
+"""The upstream side: upload recordings (MinIO then emits the arrival), or publish the
+plain arrival event for objects an upstream system stored itself.
+
+Published arrivals use key ``bucket/object`` and MinIO's own partitioner (FNV-1a,
+as its Kafka client uses), so both paths for one object meet on one partition and
+the router's de-duplication table sees them together.
+"""
+
+from __future__ import annotations
+
+import mimetypes
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+
+from confluent_kafka import Producer
+from minio import Minio
+from minio.error import S3Error
+
+from pipeline.config import Settings
+from pipeline.events import AudioArrived, ObjectRef, encode
+from pipeline.storage import file_digest
+
+AUDIO_SUFFIXES = {".wav", ".flac", ".ogg", ".opus", ".mp3", ".aiff", ".aif", ".au", ".caf"}
+DIGEST_META = "content-sha256"
+
+
+def sarama_partition(key: bytes, partitions: int) -> int:
+    """The partition MinIO's Kafka client (sarama's hash partitioner) picks for ``key``."""
+    h = 0x811C9DC5
+    for byte in key:
+        h = ((h ^ byte) * 0x01000193) & 0xFFFFFFFF
+    signed = h - (1 << 32) if h & 0x80000000 else h  # Go: int32(sum) % n, negated when negative
+    return abs(signed) % partitions
+
+
+def arrival_key(ref: ObjectRef) -> bytes:
+    return f"{ref.bucket}/{ref.key}".encode()
+
+
+class ArrivalPublisher:
+    """Publish plain AudioArrived events (for systems that write storage themselves)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.topic = settings.topic("audio.arrivals")
+        self.producer = Producer({**settings.kafka_common(), "enable.idempotence": True, "linger.ms": 5})
+        metadata = self.producer.list_topics(self.topic, timeout=30)
+        self.partitions = len(metadata.topics[self.topic].partitions)
+        self._errors: list[str] = []
+
+    def publish(self, ref: ObjectRef, metadata: dict[str, str] | None = None,
+                content_type: str | None = None) -> None:
+        key = arrival_key(ref)
+        event = AudioArrived(object=ref, metadata=metadata or {}, content_type=content_type)
+        self.producer.produce(self.topic, key=key, value=encode(event),
+                              partition=sarama_partition(key, self.partitions), on_delivery=self._delivered)
+        self.producer.poll(0)
+
+    def _delivered(self, err, msg) -> None:  # noqa: ANN001 (librdkafka callback)
+        if err is not None:
+            self._errors.append(f"{msg.key()!r}: {err}")
+
+    def flush(self, timeout_s: float = 30.0) -> None:
+        """Wait for every event; raise on the first delivery error (nothing silently lost)."""
+        left = self.producer.flush(timeout_s)
+        if self._errors or left:
+            raise RuntimeError(f"arrivals not delivered: {self._errors[:3]} ({left} still queued)")
+
+
+@dataclass(frozen=True)
+class Recording:
+    path: Path
+    key: str
+    metadata: dict[str, str]
+
+
+def find_recordings(paths: Iterable[Path]) -> list[Path]:
+    """Files given, and audio files found recursively under folders given, in a stable order."""
+    found: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            found.extend(sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in AUDIO_SUFFIXES))
+        else:
+            found.append(path)
+    return found
+
+
+def plan_uploads(files: list[Path], prefix: str, common: dict[str, str]) -> list[Recording]:
+    recordings = []
+    for path in files:
+        metadata = {"call-id": path.stem, **common}
+        recordings.append(Recording(path, f"{prefix.strip('/')}/{path.name}".lstrip("/"), metadata))
+    return recordings
+
+
+def upload(client: Minio, bucket: str, recording: Recording) -> str:
+    """Upload one recording unless the same bytes are already stored. Returns "uploaded" or "unchanged"."""
+    digest = file_digest(recording.path)
+    try:
+        stat = client.stat_object(bucket, recording.key)
+        if (stat.metadata or {}).get(f"x-amz-meta-{DIGEST_META}") == digest:
+            return "unchanged"
+    except S3Error as exc:
+        if exc.code not in ("NoSuchKey", "NoSuchObject"):
+            raise
+    content_type = mimetypes.guess_type(recording.path.name)[0] or "application/octet-stream"
+    client.fput_object(bucket, recording.key, str(recording.path), content_type=content_type,
+                       metadata={**recording.metadata, DIGEST_META: digest}, part_size=64 * 1024 * 1024)
+    return "uploaded"
+
+
+def upload_all(client: Minio, bucket: str, recordings: list[Recording], workers: int = 8,
+               on_done: Callable[[Recording, str], None] = lambda r, s: None) -> dict[str, int]:
+    """Concurrent uploads; failures are counted and reported, never silently dropped."""
+    counts = {"uploaded": 0, "unchanged": 0, "failed": 0}
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = {pool.submit(upload, client, bucket, r): r for r in recordings}
+        for future in as_completed(futures):
+            try:
+                status = future.result()
+            except Exception as exc:  # noqa: BLE001 - reported per file, the rest go on
+                status = f"failed: {exc}"
+            counts[status if status in counts else "failed"] += 1
+            on_done(futures[future], status)
+    return counts

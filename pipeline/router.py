@@ -1,0 +1,117 @@
+"""The Faust router: audio.arrivals → audio.bucket.<name> (or router.dlq).
+
+A thin adapter around :class:`pipeline.router_stage.ArrivalRouter`. Several router
+processes share the arrival partitions (one consumer group). The de-duplication
+table is changelog-backed and the app runs with ``processing_guarantee="exactly_once"``:
+outputs, table updates and input offsets commit together, so a killed router
+re-routes nothing twice and loses nothing.
+
+Arrivals of one object always land on one partition (keyed ``bucket/object``; upstream
+publishers use MinIO's partitioner, see :mod:`pipeline.arrivals`), so the partitioned
+table sees every duplicate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import faust
+from prometheus_client import Counter, Histogram
+
+from pipeline.config import Settings
+from pipeline.errors import StackError
+from pipeline.events import SourcePosition, encode
+from pipeline.logs import get_logger
+from pipeline.router_stage import ArrivalRouter, Dead, Routed, Skipped
+from pipeline.routing import Buckets
+from pipeline.storage import MinioStore, storage_client
+
+log = get_logger("callqa.router")
+
+ROUTED = Counter("callqa_router_routed_total", "Recordings routed", ["bucket"])
+DEAD = Counter("callqa_router_dead_lettered_total", "Arrivals dead-lettered", ["reason"])
+SKIPPED = Counter("callqa_router_skipped_total", "Arrivals skipped", ["why"])
+AUDIO_S = Counter("callqa_router_audio_seconds_total", "Audio seconds routed", ["bucket"])
+PROBE_S = Histogram("callqa_router_probe_seconds", "Probe latency",
+                    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5))
+
+
+def create_app(settings: Settings, app_id: str = "callqa-router") -> faust.App:
+    """Build the Faust app; ``app.main()`` or ``app.worker`` runs it."""
+    arrivals_name = settings.topic("audio.arrivals")
+    bucket_names = {b: settings.topic(f"audio.bucket.{b}") for b in settings.bucket_names}
+    # Read once at start: partitions added later are used after a restart.
+    partition_counts = topic_partitions(settings, [arrivals_name, *bucket_names.values()])
+    datadir = Path(settings.state_dir).resolve() / "faust" / app_id
+    datadir.mkdir(parents=True, exist_ok=True)
+    app = faust.App(
+        app_id,
+        broker=f"kafka://{settings.kafka_bootstrap}",
+        store="memory://",
+        processing_guarantee="exactly_once",
+        topic_replication_factor=settings.replication_factor or 1,
+        topic_allow_declare=True,
+        web_enabled=False,
+        datadir=str(datadir),
+        broker_commit_livelock_soft_timeout=60.0,
+        consumer_auto_offset_reset="earliest",
+        topic_partitions=partition_counts[arrivals_name],  # the table is co-partitioned with arrivals
+    )
+    arrivals = app.topic(arrivals_name, key_type=bytes, value_type=bytes,
+                         key_serializer="raw", value_serializer="raw")
+    bucket_topics = {
+        name: app.topic(topic, key_serializer="raw", value_serializer="raw") for name, topic in bucket_names.items()
+    }
+    dlq = app.topic(settings.topic("router.dlq"), key_serializer="raw", value_serializer="raw")
+    # Identity of every routed object version → when it was routed. Co-partitioned with arrivals.
+    seen = app.Table("router-seen", default=None, key_type=str, value_type=float)
+    router = ArrivalRouter(
+        store=MinioStore(storage_client(settings)),
+        buckets=Buckets(settings.bucket_edges_s, settings.bucket_names),
+        partitions_of=lambda bucket: partition_counts[bucket_names[bucket]],
+        max_duration_s=settings.max_duration_s,
+        accept_buckets=frozenset([settings.recordings_bucket]),
+    )
+
+    @app.agent(arrivals)
+    async def route(stream: faust.Stream) -> None:
+        loop = asyncio.get_running_loop()
+        async for event in stream.events():
+            msg = event.message
+            position = SourcePosition(topic=msg.topic, partition=msg.partition, offset=msg.offset)
+            started = time.perf_counter()
+            outcome = await loop.run_in_executor(None, router.route, event.value, event.key, seen, position)
+            bound = log.bind(topic=msg.topic, partition=msg.partition, offset=msg.offset)
+            if isinstance(outcome, Routed):
+                call = outcome.call
+                await bucket_topics[call.bucket].send(key=call.call_id.encode(), value=encode(call),
+                                                      partition=outcome.partition)
+                seen[outcome.dedup_key] = time.time()
+                ROUTED.labels(call.bucket).inc()
+                AUDIO_S.labels(call.bucket).inc(call.duration_s)
+                PROBE_S.observe(call.probe_ms / 1000)
+                bound.info("call_routed", call_id=call.call_id, bucket=call.bucket,
+                           out_partition=outcome.partition, duration_s=round(call.duration_s, 2),
+                           probe_ms=call.probe_ms, total_ms=round((time.perf_counter() - started) * 1000, 2))
+            elif isinstance(outcome, Dead):
+                await dlq.send(key=event.key, value=encode(outcome.letter))
+                DEAD.labels(outcome.letter.reason).inc()
+                bound.warning("arrival_dead_lettered", reason=outcome.letter.reason,
+                              message=outcome.letter.message)
+            elif isinstance(outcome, Skipped):
+                SKIPPED.labels(outcome.why).inc()
+                bound.debug("arrival_skipped", why=outcome.why)
+
+    return app
+
+
+def topic_partitions(settings: Settings, names: list[str]) -> dict[str, int]:
+    from pipeline.kafka_admin import admin_client
+
+    topics = admin_client(settings).list_topics(timeout=30).topics
+    missing = [n for n in names if n not in topics]
+    if missing:
+        raise StackError(f"topics missing (run: callqa topics apply): {missing}")
+    return {n: len(topics[n].partitions) for n in names}

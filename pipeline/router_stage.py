@@ -1,0 +1,121 @@
+"""The routing stage as a plain object: one arrival in, one outcome out.
+
+decode → (skip foreign buckets and non-creations) → stat → de-duplicate → probe →
+validate → bucket + partition → RoutedCall. Every failure becomes a DeadLetter with a
+reason code; nothing raises out of :meth:`ArrivalRouter.route` except bugs.
+Used by the Faust router and by the embedded runner alike.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, MutableMapping
+from dataclasses import dataclass
+
+from pipeline.errors import DecodeError, SkipEvent
+from pipeline.events import AudioArrived, DeadLetter, ObjectRef, RoutedCall, SourcePosition, decode_arrival
+from pipeline.probe import HEAD_BYTES, AudioInfo, NeedsFullRead, ProbeError, probe_full, probe_head, validate
+from pipeline.routing import Buckets, PartitionBalancer, RoutingError, call_id_for, parse_roles
+from pipeline.storage import MissingObject, ObjectStore, StorageError
+
+
+@dataclass(frozen=True)
+class Routed:
+    call: RoutedCall
+    partition: int
+    dedup_key: str
+
+
+@dataclass(frozen=True)
+class Dead:
+    letter: DeadLetter
+
+
+@dataclass(frozen=True)
+class Skipped:
+    why: str  # "not_creation" | "foreign_bucket" | "duplicate"
+
+
+Outcome = Routed | Dead | Skipped
+
+
+@dataclass
+class ArrivalRouter:
+    store: ObjectStore
+    buckets: Buckets
+    partitions_of: Callable[[str], int]  # bucket name -> partition count of its topic
+    max_duration_s: float
+    full_read_cap_bytes: int = 512 * 1024 * 1024
+    accept_buckets: frozenset[str] | None = None  # storage buckets we route; None = all
+    balancer: PartitionBalancer | None = None
+
+    def __post_init__(self) -> None:
+        self.balancer = self.balancer or PartitionBalancer()
+
+    def route(
+        self, payload: bytes, key: bytes | None, seen: MutableMapping[str, float],
+        source: SourcePosition | None = None,
+    ) -> Outcome:
+        """Route one arrival. ``seen`` is the de-duplication table (identity → routed time);
+        the caller records ``Routed.dedup_key`` in it once the output is committed."""
+
+        def dead(reason: str, message: str) -> Dead:
+            return Dead(DeadLetter.of(payload=payload, key=key, reason=reason, message=message,
+                                      stage="router", source=source))
+
+        try:
+            arrival = decode_arrival(payload)
+        except SkipEvent:
+            return Skipped("not_creation")
+        except DecodeError as exc:
+            reason = "unsupported_schema" if "schema_version" in str(exc) else "malformed_event"
+            return dead(reason, str(exc))
+        if self.accept_buckets is not None and arrival.object.bucket not in self.accept_buckets:
+            return Skipped("foreign_bucket")
+        try:
+            return self._route(arrival, seen)
+        except ProbeError as exc:
+            return dead(exc.reason, str(exc))
+        except MissingObject as exc:
+            return dead("missing_object", str(exc))
+        except StorageError as exc:
+            return dead("fetch_failed", str(exc))
+        except RoutingError as exc:
+            return dead("malformed_event", str(exc))
+
+    def _route(self, arrival: AudioArrived, seen: MutableMapping[str, float]) -> Outcome:
+        info = self.store.stat(arrival.object)
+        # Content identity: a re-put of unchanged bytes is a new version with the same etag.
+        ref = ObjectRef(bucket=arrival.object.bucket, key=arrival.object.key,
+                        version_id=info.version_id or arrival.object.version_id,
+                        etag=info.etag or arrival.object.etag, size_bytes=info.size_bytes)
+        dedup_key = f"{ref.bucket}/{ref.key}#{ref.etag or ref.version_id or ''}"
+        if dedup_key in seen:
+            return Skipped("duplicate")
+        started = time.perf_counter()
+        audio = validate(self._probe(ref, info.size_bytes), self.max_duration_s)
+        probe_ms = (time.perf_counter() - started) * 1000
+        metadata = {**info.metadata, **arrival.metadata}
+        bucket = self.buckets.bucket_for(audio.duration_s)
+        partition = self.balancer.choose(bucket, self.partitions_of(bucket), audio.duration_s)
+        call = RoutedCall(
+            call_id=call_id_for(ref.key, metadata), object=ref, bucket=bucket,
+            duration_s=audio.duration_s, sample_rate_hz=audio.sample_rate_hz, channels=audio.channels,
+            frames=audio.frames, container=audio.container, codec=audio.codec,
+            roles=parse_roles(metadata.get("roles"), audio.channels), agent_id=metadata.get("agent-id"),
+            metadata=metadata, probe_ms=round(probe_ms, 3),
+        )
+        return Routed(call, partition, dedup_key)
+
+    def _probe(self, ref: ObjectRef, size_bytes: int) -> AudioInfo:
+        if size_bytes == 0:
+            raise ProbeError("empty_object", "the object is empty")
+        head = self.store.read(ref, 0, min(HEAD_BYTES, size_bytes))
+        try:
+            return probe_head(head, size_bytes)
+        except NeedsFullRead:
+            pass
+        if size_bytes > self.full_read_cap_bytes:
+            raise ProbeError("too_long", f"{size_bytes} bytes needs a full read, above the "
+                                         f"{self.full_read_cap_bytes}-byte cap")
+        return probe_full(head if len(head) >= size_bytes else self.store.read(ref))
