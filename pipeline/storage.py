@@ -103,9 +103,7 @@ class FileStore:
 
     @staticmethod
     def ref_for(path: Path) -> ObjectRef:
-        path = path.resolve()
-        return ObjectRef(bucket=FileStore.BUCKET, key=str(path), etag=file_digest(path),
-                         size_bytes=path.stat().st_size)
+        return ObjectRef(bucket=FileStore.BUCKET, key=str(path.resolve()))
 
     def stat(self, ref: ObjectRef) -> ObjectInfo:
         path = Path(ref.key)
@@ -113,7 +111,7 @@ class FileStore:
             size = path.stat().st_size
         except FileNotFoundError as exc:
             raise MissingObject(f"{path}: no such file") from exc
-        return ObjectInfo(size, ref.etag, None, {})
+        return ObjectInfo(size, file_digest(path), None, {})
 
     def read(self, ref: ObjectRef, offset: int = 0, length: int | None = None) -> bytes:
         try:

@@ -1,0 +1,144 @@
+"""Probe, bucket choice, partition balance and the routing stage, without Kafka or MinIO."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import orjson
+import pytest
+
+from pipeline.events import AudioArrived, ObjectRef, encode
+from pipeline.probe import HEAD_BYTES, NeedsFullRead, ProbeError, probe_full, probe_head, validate
+from pipeline.router_stage import ArrivalRouter, Dead, Routed, Skipped
+from pipeline.routing import Buckets, PartitionBalancer, RoutingError, call_id_for, parse_roles
+from pipeline.storage import FileStore
+from tests import audio
+
+BUCKETS = Buckets((30.0, 120.0, 600.0), ("short", "medium", "long", "xlong"))
+
+
+@pytest.mark.parametrize("fmt, subtype, rate, channels", [
+    ("WAV", "ULAW", 8000, 2), ("WAV", "ALAW", 8000, 1), ("WAV", "PCM_16", 16000, 1),
+    ("WAV", "FLOAT", 16000, 2), ("FLAC", "PCM_16", 16000, 1), ("FLAC", "PCM_24", 8000, 2),
+])
+def test_header_probe_matches_the_real_frame_count(tmp_path: Path, fmt, subtype, rate, channels) -> None:
+    path = audio.write(tmp_path / f"a.{fmt.lower()}", 95.3, rate, channels, fmt, subtype)
+    data = path.read_bytes()
+    info = probe_head(data[:HEAD_BYTES], len(data))  # a 64 KiB head of a multi-second file
+    assert (info.sample_rate_hz, info.channels) == (rate, channels)
+    assert abs(info.duration_s - 95.3) <= 1 / rate
+    assert info.frames == probe_full(data).frames
+
+
+def test_ogg_needs_a_full_read(tmp_path: Path) -> None:
+    data = audio.write(tmp_path / "a.ogg", 3.0, 16000, 1, "OGG", "VORBIS").read_bytes()
+    with pytest.raises(NeedsFullRead):
+        probe_head(data[:HEAD_BYTES], len(data))
+    assert abs(probe_full(data).duration_s - 3.0) < 0.01
+
+
+@pytest.mark.parametrize("make, reason", [
+    (lambda p: p.write_bytes(b""), "empty_object"),
+    (lambda p: p.write_bytes(b"RIFF\x10\x00\x00\x00JUNK not a wave"), "corrupt_header"),
+    (lambda p: audio.wav_with_format_tag(p, 0x55), "unsupported_codec"),
+    (lambda p: p.write_bytes(audio.write(p, 10.0, 8000).read_bytes()[:20000]), "truncated"),
+])
+def test_bad_headers_have_reasons(tmp_path: Path, make, reason: str) -> None:
+    path = tmp_path / "bad.wav"
+    make(path)
+    data = path.read_bytes()
+    with pytest.raises(ProbeError) as info:
+        probe_head(data[:HEAD_BYTES], len(data))
+    assert info.value.reason == reason
+
+
+def test_text_is_not_audio() -> None:
+    with pytest.raises(ProbeError) as info:
+        probe_full(b"hello, this is a text file, not a recording\n" * 10)
+    assert info.value.reason == "not_audio"
+
+
+def test_validate_limits(tmp_path: Path) -> None:
+    data = audio.write(tmp_path / "z.wav", 0.0, 8000).read_bytes()
+    with pytest.raises(ProbeError, match="no audio frames"):
+        validate(probe_head(data, len(data)), 3600)
+    data = audio.write(tmp_path / "l.wav", 20.0, 8000).read_bytes()
+    with pytest.raises(ProbeError) as info:
+        validate(probe_head(data, len(data)), 10)
+    assert info.value.reason == "too_long"
+
+
+def test_bucket_edges() -> None:
+    assert [BUCKETS.bucket_for(d) for d in (0.5, 29.99, 30, 119.9, 120, 599, 600, 7200)] == [
+        "short", "short", "medium", "medium", "long", "long", "xlong", "xlong"]
+    with pytest.raises(RoutingError):
+        Buckets((30.0,), ("a", "b", "c"))
+
+
+def test_partitions_carry_equal_audio_seconds_for_a_heavy_tailed_mix() -> None:
+    """2,000 calls, log-normal 10 s – 60 min: the busiest partition of every bucket topic
+    is within 10% of that topic's mean audio seconds."""
+    rng = random.Random(7)
+    durations = [min(3600.0, max(10.0, rng.lognormvariate(4.6, 1.2))) for _ in range(2000)]
+    balancer, loads = PartitionBalancer(), {}
+    for d in durations:
+        bucket = BUCKETS.bucket_for(d)
+        p = balancer.choose(bucket, 6, d)
+        loads.setdefault(bucket, [0.0] * 6)[p] += d
+    assert len(loads) == 4
+    for bucket, per_partition in loads.items():
+        mean = sum(per_partition) / 6
+        assert max(per_partition) <= 1.10 * mean, (bucket, per_partition)
+    # Equal message counts would not have done it: hash-like round robin leaves a skew.
+    xlong = [d for d in durations if d >= 600]
+    round_robin = [sum(xlong[i::6]) for i in range(6)]
+    assert max(round_robin) > 1.10 * sum(round_robin) / 6
+
+
+def test_roles_and_call_ids() -> None:
+    assert parse_roles("left=agent,right=customer", 2) == {"0": "agent", "1": "customer"}
+    assert parse_roles("1=agent;0=customer", 2) == {"0": "customer", "1": "agent"}
+    assert parse_roles(None, 2) == {"0": "agent", "1": "customer"}
+    assert parse_roles(None, 1) == {"0": "mixed"}
+    with pytest.raises(RoutingError):
+        parse_roles("right=agent", 1)
+    assert call_id_for("2026/11/30/c-17.wav", {}) == "c-17"
+    assert call_id_for("x.wav", {"call-id": "abc"}) == "abc"
+
+
+def _router() -> ArrivalRouter:
+    return ArrivalRouter(store=FileStore(), buckets=BUCKETS, partitions_of=lambda b: 4, max_duration_s=3600)
+
+
+def _arrival(path: Path, **meta: str) -> bytes:
+    return encode(AudioArrived(object=ObjectRef(bucket="file", key=str(path)), metadata=meta))
+
+
+def test_stage_routes_dedups_and_dead_letters(tmp_path: Path) -> None:
+    router, seen = _router(), {}
+    good = audio.write(tmp_path / "c1.wav", 45.0, 8000, 2, subtype="ULAW")
+    out = router.route(_arrival(good, roles="left=customer,right=agent", **{"agent-id": "a7"}), b"k", seen)
+    assert isinstance(out, Routed)
+    call = out.call
+    assert (call.call_id, call.bucket, call.channels, call.sample_rate_hz) == ("c1", "medium", 2, 8000)
+    assert call.roles == {"0": "customer", "1": "agent"} and call.agent_id == "a7"
+    assert abs(call.duration_s - 45.0) < 1 / 8000
+    seen[out.dedup_key] = 1.0
+    assert router.route(_arrival(good), b"k", seen) == Skipped("duplicate")
+    audio.write(good, 46.0, 8000, 2, subtype="ULAW")  # new content → routed again
+    assert isinstance(router.route(_arrival(good), b"k", seen), Routed)
+
+    missing = router.route(_arrival(tmp_path / "nope.wav"), b"k", seen)
+    assert isinstance(missing, Dead) and missing.letter.reason == "missing_object"
+    junk = router.route(b'{"not": "an arrival"', b"k", seen)
+    assert isinstance(junk, Dead) and junk.letter.reason == "malformed_event"
+    assert junk.letter.original_payload == b'{"not": "an arrival"'
+    silent = audio.write(tmp_path / "s.wav", 5.0, 8000, silent=True)
+    assert isinstance(router.route(_arrival(silent), b"k", seen), Routed)  # silence is not an error
+
+
+def test_stage_skips_deletions() -> None:
+    deletion = {"EventName": "s3:ObjectRemoved:Delete", "Key": "b/k",
+                "Records": [{"eventName": "s3:ObjectRemoved:Delete", "s3": {}}]}
+    assert _router().route(orjson.dumps(deletion), b"b/k", {}) == Skipped("not_creation")
