@@ -41,15 +41,24 @@ def histogram_svg(bins: Sequence[tuple[str, int]], title: str, height_px: int = 
         x = left + gap + i * (bar_w + gap)
         h = round(plot_h * count / peak)
         y = top + plot_h - h
-        parts.append(f'<rect class="bar" x="{x}" y="{y}" width="{bar_w}" height="{h}" fill="{_BAR}"><title>{escape(label)}: {count}</title></rect>')
-        parts.append(f'<text x="{x + bar_w / 2}" y="{y - 4}" text-anchor="middle" font-size="11">{count}</text>')
-        parts.append(f'<text x="{x + bar_w / 2}" y="{top + plot_h + 16}" text-anchor="middle" font-size="10">{escape(label)}</text>')
-    parts.append(f'<text x="{left + gap}" y="{height_px - 4}" font-size="11" fill="#555">score band (100 = clean)</text>')
+        parts.append(_rect(x, y, bar_w, h, _BAR, f"{label}: {count}"))
+        parts.append(
+            f'<text x="{x + bar_w / 2}" y="{y - 4}" text-anchor="middle" font-size="11">{count}</text>'
+        )
+        parts.append(
+            f'<text x="{x + bar_w / 2}" y="{top + plot_h + 16}" text-anchor="middle" font-size="10">'
+            f"{escape(label)}</text>"
+        )
+    parts.append(
+        f'<text x="{left + gap}" y="{height_px - 4}" font-size="11" fill="#555">score band (100 = clean)</text>'
+    )
     parts.append("</svg>")
     return "".join(parts)
 
 
-def hbar_svg(items: Sequence[tuple[str, float, str]], title: str, unit: str = "", max_value: float | None = None) -> str:
+def hbar_svg(
+    items: Sequence[tuple[str, float, str]], title: str, unit: str = "", max_value: float | None = None
+) -> str:
     """Horizontal bars, one per (label, value, colour), largest first as given."""
     row_h, label_w, bar_max, pad = 22, 260, 360, 10
     height = pad * 2 + max(len(items), 1) * row_h
@@ -62,11 +71,22 @@ def hbar_svg(items: Sequence[tuple[str, float, str]], title: str, unit: str = ""
         y = pad + i * row_h
         w = max(round(bar_max * value / peak), 1 if value else 0)
         shown = label if len(label) <= 40 else label[:39] + "…"
-        parts.append(f'<text x="{label_w - 6}" y="{y + 15}" text-anchor="end" font-size="12">{escape(shown)}</text>')
-        parts.append(f'<rect class="bar" x="{label_w}" y="{y + 3}" width="{w}" height="{row_h - 6}" fill="{colour}"><title>{escape(label)}: {value:g}{escape(unit)}</title></rect>')
-        parts.append(f'<text x="{label_w + w + 6}" y="{y + 15}" font-size="12">{value:g}{escape(unit)}</text>')
+        parts.append(
+            f'<text x="{label_w - 6}" y="{y + 15}" text-anchor="end" font-size="12">{escape(shown)}</text>'
+        )
+        parts.append(_rect(label_w, y + 3, w, row_h - 6, colour, f"{label}: {value:g}{unit}"))
+        parts.append(
+            f'<text x="{label_w + w + 6}" y="{y + 15}" font-size="12">{value:g}{escape(unit)}</text>'
+        )
     parts.append("</svg>")
     return "".join(parts)
+
+
+def _rect(x: float, y: float, width: float, height: float, colour: str, tooltip: str) -> str:
+    return (
+        f'<rect class="bar" x="{x}" y="{y}" width="{width}" height="{height}" fill="{colour}">'
+        f"<title>{escape(tooltip)}</title></rect>"
+    )
 
 
 def _svg_open(width: int, height: int, title: str) -> str:

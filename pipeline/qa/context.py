@@ -74,14 +74,15 @@ class CallContext:
         return [
             p
             for p in self.segments
-            if self.role_matches(role, p.segment.role) and self.in_window(rule, p.segment.start_s, p.segment.end_s)
+            if self.role_matches(role, p.segment.role)
+            and self.in_window(rule, p.segment.start_s, p.segment.end_s)
         ]
 
 
-def prepare(call: CallText, redacted: Sequence[str], norms: Sequence[Normalized], pii: Sequence[PIIHit]) -> CallContext:
-    segments = tuple(
-        PreparedSegment(i, seg, norms[i], redacted[i]) for i, seg in enumerate(call.segments)
-    )
+def prepare(
+    call: CallText, redacted: Sequence[str], norms: Sequence[Normalized], pii: Sequence[PIIHit]
+) -> CallContext:
+    segments = tuple(PreparedSegment(i, seg, norms[i], redacted[i]) for i, seg in enumerate(call.segments))
     return CallContext(call, segments, tuple(pii))
 
 

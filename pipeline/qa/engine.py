@@ -78,7 +78,9 @@ class QAEngine:
         return evaluate_disclosure(rule, self._matchers[rule.id], ctx)
 
 
-def _metric_finding(rule: Any, start_s: float | None, end_s: float | None, message: str, role: str | None = None) -> Finding:
+def _metric_finding(
+    rule: Any, start_s: float | None, end_s: float | None, message: str, role: str | None = None
+) -> Finding:
     return Finding(
         rule_id=rule.id,
         kind=rule.kind,
@@ -94,9 +96,15 @@ def _metric_finding(rule: Any, start_s: float | None, end_s: float | None, messa
 def _pii_rule(rule: Any, ctx: CallContext) -> list[Finding]:
     findings = []
     for hit in ctx.pii:
-        if hit.type in rule.types and ctx.role_matches(rule.role, hit.role) and ctx.in_window(rule, hit.start_s, hit.end_s):
+        if (
+            hit.type in rule.types
+            and ctx.role_matches(rule.role, hit.role)
+            and ctx.in_window(rule, hit.start_s, hit.end_s)
+        ):
             segs = [ctx.segments[idx] for idx in dict.fromkeys(idx for idx, _, _ in hit.parts)]
-            finding = _metric_finding(rule, hit.start_s, hit.end_s, f"{hit.type} spoken by the {hit.role}", hit.role)
+            finding = _metric_finding(
+                rule, hit.start_s, hit.end_s, f"{hit.type} spoken by the {hit.role}", hit.role
+            )
             findings.append(_with_evidence(finding, evidence(segs)))
     return findings
 
@@ -107,7 +115,9 @@ def _with_evidence(finding: Finding, text: str) -> Finding:
 
 def _long_silence(rule: Any, ctx: CallContext) -> list[Finding]:
     return [
-        _metric_finding(rule, start, end, f"no speech for {end - start:.1f} s (limit {rule.max_silence_s:g} s)")
+        _metric_finding(
+            rule, start, end, f"no speech for {end - start:.1f} s (limit {rule.max_silence_s:g} s)"
+        )
         for start, end in metrics.silences(ctx.call, rule.max_silence_s)
         if ctx.in_window(rule, start, end)
     ]
@@ -115,7 +125,12 @@ def _long_silence(rule: Any, ctx: CallContext) -> list[Finding]:
 
 def _talk_over(rule: Any, ctx: CallContext) -> list[Finding]:
     return [
-        _metric_finding(rule, start, end, f"both parties speaking for {end - start:.1f} s (limit {rule.max_overlap_s:g} s)")
+        _metric_finding(
+            rule,
+            start,
+            end,
+            f"both parties speaking for {end - start:.1f} s (limit {rule.max_overlap_s:g} s)",
+        )
         for start, end in metrics.overlaps(ctx.call, rule.max_overlap_s)
         if ctx.in_window(rule, start, end)
     ]
@@ -147,7 +162,11 @@ def _talk_ratio(rule: Any, ctx: CallContext) -> list[Finding]:
     if not ctx.roles_known:
         return []
     window_rule = {"within_first_s": rule.within_first_s, "within_last_s": rule.within_last_s}
-    segs = [p.segment for p in ctx.segments if ctx.in_window(_Window(**window_rule), p.segment.start_s, p.segment.end_s)]
+    segs = [
+        p.segment
+        for p in ctx.segments
+        if ctx.in_window(_Window(**window_rule), p.segment.start_s, p.segment.end_s)
+    ]
     measured = metrics.talk_ratio(ctx.call, segs)
     if measured is None or measured[1] < rule.min_speech_s:
         return []
@@ -155,9 +174,17 @@ def _talk_ratio(rule: Any, ctx: CallContext) -> list[Finding]:
     who = "customer" if rule.role == "customer" else "agent"
     start_s, end_s = ctx.window(rule)
     if rule.min_ratio is not None and ratio < rule.min_ratio:
-        return [_metric_finding(rule, start_s, end_s, f"{who} talk ratio {ratio:.0%} below {rule.min_ratio:.0%}", who)]
+        return [
+            _metric_finding(
+                rule, start_s, end_s, f"{who} talk ratio {ratio:.0%} below {rule.min_ratio:.0%}", who
+            )
+        ]
     if rule.max_ratio is not None and ratio > rule.max_ratio:
-        return [_metric_finding(rule, start_s, end_s, f"{who} talk ratio {ratio:.0%} above {rule.max_ratio:.0%}", who)]
+        return [
+            _metric_finding(
+                rule, start_s, end_s, f"{who} talk ratio {ratio:.0%} above {rule.max_ratio:.0%}", who
+            )
+        ]
     return []
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
 from pipeline.qa.errors import CallTextError
@@ -63,7 +63,9 @@ def call_text_from(obj: Any) -> CallText:
     raw_segments = _get(obj, "segments")
     if raw_segments is None:
         raise CallTextError(f"call {call_id}: transcript has no segments field")
-    segments = tuple(sorted((_segment(call_id, s) for s in raw_segments), key=lambda s: (s.start_s, s.channel)))
+    segments = tuple(
+        sorted((_segment(call_id, s) for s in raw_segments), key=lambda s: (s.start_s, s.channel))
+    )
     duration_s = float(_get(obj, "duration_s", 0.0) or 0.0)
     if not math.isfinite(duration_s) or duration_s < 0:
         raise CallTextError(f"call {call_id}: duration_s must be a finite number >= 0, got {duration_s}")
@@ -93,7 +95,11 @@ def _segment(call_id: str, raw: Any) -> SegmentText:
         )
     except (TypeError, ValueError) as exc:
         raise CallTextError(f"call {call_id}: malformed segment {raw!r}: {exc}") from exc
-    if not (math.isfinite(seg.start_s) and math.isfinite(seg.end_s)) or seg.start_s < 0 or seg.end_s < seg.start_s:
+    if (
+        not (math.isfinite(seg.start_s) and math.isfinite(seg.end_s))
+        or seg.start_s < 0
+        or seg.end_s < seg.start_s
+    ):
         raise CallTextError(f"call {call_id}: segment times {seg.start_s}..{seg.end_s} are impossible")
     return seg
 
@@ -161,7 +167,7 @@ class CallQAResult:
 
 
 def _pick(obj: Any, cls: type) -> dict[str, Any]:
-    names = cls.__dataclass_fields__
+    names = [f.name for f in fields(cls)]
     if isinstance(obj, Mapping):
         return {k: obj.get(k) for k in names}
     return {k: getattr(obj, k, None) for k in names}

@@ -75,7 +75,13 @@ def classify_number(digits: str, *, plus: bool = False, x_suffix: bool = False) 
         return "cn_resident_id" if cn_resident_id_valid(digits + "x") else None
     if len(digits) == 18 and cn_resident_id_valid(digits):
         return "cn_resident_id"
-    if not plus and 13 <= len(digits) <= 19 and digits[0] != "0" and luhn_valid(digits) and len(set(digits)) > 1:
+    if (
+        not plus
+        and 13 <= len(digits) <= 19
+        and digits[0] != "0"
+        and luhn_valid(digits)
+        and len(set(digits)) > 1
+    ):
         return "bank_card"
     if phone_valid(digits, plus):
         return "phone"

@@ -25,7 +25,9 @@ from pipeline.qa.report_template import REPORT_TEMPLATE
 from pipeline.qa.rules import RulePack
 from pipeline.qa.score import summarize_agents
 
-_ENV = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+_ENV = jinja2.Environment(
+    autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True
+)
 _TEMPLATE = _ENV.from_string(REPORT_TEMPLATE)
 
 
@@ -55,8 +57,10 @@ def rule_counts(results: Sequence[CallQAResult], pack: RulePack | None = None) -
     counts = []
     for rule_id, n in findings.items():
         rule = pack.rule(rule_id) if pack is not None else None
-        counts.append(RuleCount(rule_id, severity[rule_id], rule.description if rule else "", n, calls[rule_id]))
-    rank = {s: i for i, s in enumerate(reversed(SEVERITIES))}
+        counts.append(
+            RuleCount(rule_id, severity[rule_id], rule.description if rule else "", n, calls[rule_id])
+        )
+    rank: dict[str, int] = {s: i for i, s in enumerate(reversed(SEVERITIES))}
     return sorted(counts, key=lambda c: (rank.get(c.severity, 99), -c.findings, c.rule_id))
 
 
@@ -84,7 +88,10 @@ def render_report(
     worst = sorted((r for r in results if r.findings), key=lambda r: (r.score, r.call_id))[:worst_n]
     score_chart = histogram_svg(score_bins([r.score for r in results]), "Calls per score band")
     rule_chart = hbar_svg(
-        [(c.rule_id, c.findings, SEVERITY_COLOURS.get(c.severity, "#3d6fa8")) for c in sorted(counts, key=lambda c: -c.findings)],
+        [
+            (c.rule_id, c.findings, SEVERITY_COLOURS.get(c.severity, "#3d6fa8"))
+            for c in sorted(counts, key=lambda c: -c.findings)
+        ],
         "Findings per rule",
     )
     packs = sorted({name for r in results for name in r.rule_packs} | set(pack.names if pack else ()))
@@ -103,7 +110,7 @@ def render_report(
 
 
 def _call_view(result: CallQAResult) -> dict[str, Any]:
-    rank = {s: i for i, s in enumerate(reversed(SEVERITIES))}
+    rank: dict[str, int] = {s: i for i, s in enumerate(reversed(SEVERITIES))}
     findings = sorted(result.findings, key=lambda f: (rank.get(f.severity, 99), f.start_s or 0.0))
     return {
         "call_id": result.call_id,

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
@@ -37,7 +37,9 @@ class _Rule(BaseModel):
     description: str = ""
     severity: Severity = "medium"
     weight: float | None = Field(default=None, ge=0, le=100, description="points off; default by severity")
-    max_penalties: int = Field(default=1, ge=1, description="how many of this rule's findings count in the score")
+    max_penalties: int = Field(
+        default=1, ge=1, description="how many of this rule's findings count in the score"
+    )
     role: ScopeRole = "any"
     within_first_s: float | None = Field(default=None, gt=0)
     within_last_s: float | None = Field(default=None, gt=0)
@@ -144,13 +146,11 @@ class TalkRatioRule(_Rule):
     min_speech_s: float = Field(default=30.0, ge=0)
 
 
-Rule = Annotated[
-    Union[
-        KeywordRule, RegexRule, ForbiddenPhraseRule, RequiredDisclosureRule, PIIRule,
-        LongSilenceRule, TalkOverRule, SpeechRateRule, TalkRatioRule,
-    ],
-    Field(discriminator="kind"),
-]  # fmt: skip
+AnyRule = (
+    KeywordRule | RegexRule | ForbiddenPhraseRule | RequiredDisclosureRule | PIIRule
+    | LongSilenceRule | TalkOverRule | SpeechRateRule | TalkRatioRule
+)  # fmt: skip
+Rule = Annotated[AnyRule, Field(discriminator="kind")]
 RuleKind = Literal[
     "keyword", "regex", "forbidden_phrase", "required_disclosure", "pii",
     "long_silence", "talk_over", "speech_rate", "talk_ratio",
@@ -246,7 +246,7 @@ def _parse_rule(raw: Any, index: int, source: str) -> Any:
     if not isinstance(raw, dict):
         raise RulePackError(f"{source}: {label}: must be a mapping")
     if "kind" not in raw:
-        raise RulePackError(f"{source}: {label}: 'kind' is required (one of {', '.join(RuleKind.__args__)})")
+        raise RulePackError(f"{source}: {label}: 'kind' is required (one of {', '.join(get_args(RuleKind))})")
     try:
         return _RULE_ADAPTER.validate_python(raw)
     except ValidationError as exc:

@@ -16,6 +16,9 @@ from dataclasses import dataclass
 from pipeline.qa.context import CallContext, PreparedSegment, evidence
 from pipeline.qa.model import Finding
 from pipeline.qa.normalize import normalize_phrase
+from pipeline.qa.rules import ForbiddenPhraseRule, KeywordRule, RegexRule, RequiredDisclosureRule
+
+PhraseRule = KeywordRule | RegexRule | ForbiddenPhraseRule | RequiredDisclosureRule
 
 _WORD = re.compile(r"[a-z0-9]")
 _DIGIT = re.compile(r"[0-9]")
@@ -37,12 +40,12 @@ class Matcher:
     exclude: tuple[re.Pattern[str], ...]
 
     @classmethod
-    def for_rule(cls, rule: object) -> Matcher:
-        literal = getattr(rule, "kind") != "regex"
+    def for_rule(cls, rule: PhraseRule) -> Matcher:
+        literal = rule.kind != "regex"
         compile_one = phrase_pattern if literal else (lambda p: re.compile(p, re.IGNORECASE))
         return cls(
-            phrases=tuple((p, compile_one(p)) for p in getattr(rule, "phrases")),
-            exclude=tuple(compile_one(p) for p in getattr(rule, "exclude")),
+            phrases=tuple((p, compile_one(p)) for p in rule.phrases),
+            exclude=tuple(compile_one(p) for p in rule.exclude),
         )
 
     def matches(self, text: str) -> list[tuple[str, re.Match[str]]]:
@@ -56,14 +59,18 @@ class Matcher:
         return found
 
 
-def _finding(rule: object, segs: Sequence[PreparedSegment], message: str, times: tuple[float, float] | None = None) -> Finding:
-    start_s, end_s = times if times else (min(p.segment.start_s for p in segs), max(p.segment.end_s for p in segs))
+def _finding(
+    rule: PhraseRule, segs: Sequence[PreparedSegment], message: str, times: tuple[float, float] | None = None
+) -> Finding:
+    start_s, end_s = (
+        times if times else (min(p.segment.start_s for p in segs), max(p.segment.end_s for p in segs))
+    )
     roles = {p.segment.role for p in segs}
     return Finding(
-        rule_id=getattr(rule, "id"),
-        kind=getattr(rule, "kind"),
-        severity=getattr(rule, "severity"),
-        role=roles.pop() if len(roles) == 1 else (getattr(rule, "role") if getattr(rule, "role") != "any" else None),
+        rule_id=rule.id,
+        kind=rule.kind,
+        severity=rule.severity,
+        role=roles.pop() if len(roles) == 1 else (rule.role if rule.role != "any" else None),
         start_s=round(start_s, 3),
         end_s=round(end_s, 3),
         evidence=evidence(segs),
@@ -71,15 +78,17 @@ def _finding(rule: object, segs: Sequence[PreparedSegment], message: str, times:
     )
 
 
-def evaluate_phrases(rule: object, matcher: Matcher, ctx: CallContext) -> list[Finding]:
+def evaluate_phrases(
+    rule: KeywordRule | RegexRule | ForbiddenPhraseRule, matcher: Matcher, ctx: CallContext
+) -> list[Finding]:
     """keyword, regex and forbidden_phrase rules."""
     scoped = ctx.scoped(rule)
     hits = [(p, matcher.matches(p.norm.text)) for p in scoped]
     hits = [(p, found) for p, found in hits if found]
-    mode = getattr(rule, "match", "any_of")
-    label = f"{getattr(rule, 'category')} phrase" if getattr(rule, "kind") == "forbidden_phrase" else "said"
+    mode = "any_of" if isinstance(rule, ForbiddenPhraseRule) else rule.match
+    label = f"{rule.category} phrase" if isinstance(rule, ForbiddenPhraseRule) else "said"
     if mode == "any_of":
-        regex = getattr(rule, "kind") == "regex"
+        regex = rule.kind == "regex"
         return [_finding(rule, [p], f"{label}: {_quote(found, regex)}") for p, found in hits]
     if mode == "all_of":
         said = {phrase for _, found in hits for phrase, _ in found}
@@ -89,17 +98,19 @@ def evaluate_phrases(rule: object, matcher: Matcher, ctx: CallContext) -> list[F
     if hits:  # none_of: satisfied by any phrase
         return []
     return [
-        _finding(rule, [], f"none of {_quote_phrases([p for p, _ in matcher.phrases])} was said", ctx.window(rule))
+        _finding(
+            rule, [], f"none of {_quote_phrases([p for p, _ in matcher.phrases])} was said", ctx.window(rule)
+        )
     ]
 
 
-def evaluate_disclosure(rule: object, matcher: Matcher, ctx: CallContext) -> list[Finding]:
+def evaluate_disclosure(rule: RequiredDisclosureRule, matcher: Matcher, ctx: CallContext) -> list[Finding]:
     """required_disclosure: the right role must say a phrasing inside the window.
 
     A phrasing said by the other party, or after the window, is reported as the evidence
     of why the disclosure does not count.
     """
-    role = getattr(rule, "role")
+    role = rule.role
     near_misses: list[tuple[str, PreparedSegment, float]] = []
     for p in ctx.segments:
         for _, m in matcher.matches(p.norm.text):
@@ -120,13 +131,11 @@ def evaluate_disclosure(rule: object, matcher: Matcher, ctx: CallContext) -> lis
     return [_finding(rule, [p], message)]
 
 
-def _window_text(rule: object) -> str:
-    first = getattr(rule, "within_first_s", None)
-    last = getattr(rule, "within_last_s", None)
-    if first is not None:
-        return f"within the first {first:g} s"
-    if last is not None:
-        return f"within the last {last:g} s"
+def _window_text(rule: PhraseRule) -> str:
+    if rule.within_first_s is not None:
+        return f"within the first {rule.within_first_s:g} s"
+    if rule.within_last_s is not None:
+        return f"within the last {rule.within_last_s:g} s"
     return "during the call"
 
 

@@ -19,7 +19,7 @@ def spoken_zh(digits: str) -> str:
 
 
 def spoken_en(digits: str) -> str:
-    words = "zero one two three four five six seven eight nine".split()
+    words = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
     return " ".join(words[int(d)] for d in digits)
 
 
@@ -29,11 +29,19 @@ def seg(role: str, start_s: float, end_s: float, text: str, channel: int | None 
     return SegmentText(role, channel, start_s, end_s, text)
 
 
-def call(*segments: SegmentText, duration_s: float | None = None, channels: int = 2, lang: str | None = None,
-         agent_id: str | None = "agent-1", call_id: str = "call-1") -> CallText:
+def call(
+    *segments: SegmentText,
+    duration_s: float | None = None,
+    channels: int = 2,
+    lang: str | None = None,
+    agent_id: str | None = "agent-1",
+    call_id: str = "call-1",
+) -> CallText:
     languages = {str(c): lang for c in range(channels)} if lang else {}
     end = max((s.end_s for s in segments), default=0.0)
-    return CallText(call_id, agent_id, duration_s if duration_s is not None else end, channels, tuple(segments), languages)
+    return CallText(
+        call_id, agent_id, duration_s if duration_s is not None else end, channels, tuple(segments), languages
+    )
 
 
 def pack_of(*rules: dict, name: str = "test-pack") -> RulePack:

@@ -29,7 +29,11 @@ def test_disclosure_said_in_time_by_the_agent(text):
 
 def test_disclosure_missing():
     (finding,) = run(RECORDING, seg("agent", 1, 6, "您好，请问有什么可以帮您"), duration_s=60)
-    assert (finding.rule_id, finding.kind, finding.role) == ("disclosure.recording", "required_disclosure", "agent")
+    assert (finding.rule_id, finding.kind, finding.role) == (
+        "disclosure.recording",
+        "required_disclosure",
+        "agent",
+    )
     assert (finding.start_s, finding.end_s) == (0.0, 15.0)
     assert "not said within the first 15 s" in finding.message
 
@@ -41,7 +45,9 @@ def test_disclosure_said_by_the_customer_does_not_count():
 
 
 def test_disclosure_said_too_late_does_not_count():
-    (finding,) = run(RECORDING, seg("agent", 1, 4, "hello"), seg("agent", 40, 45, "Sorry, this call is recorded."))
+    (finding,) = run(
+        RECORDING, seg("agent", 1, 4, "hello"), seg("agent", 40, 45, "Sorry, this call is recorded.")
+    )
     assert "said at 41.1 s" in finding.message and "not within the first 15 s" in finding.message
     assert (finding.start_s, finding.end_s) == (40.0, 45.0)
 
@@ -101,13 +107,27 @@ def test_english_phrases_match_whole_words_only():
 
 
 def test_keyword_any_of_scoped_to_the_customer():
-    rule = {"id": "complaint", "kind": "keyword", "role": "customer", "severity": "info", "phrases": ["投诉", "complaint"]}
-    findings = run(rule, seg("agent", 0, 3, "您要投诉吗"), seg("customer", 4, 8, "I want to file a complaint"))
+    rule = {
+        "id": "complaint",
+        "kind": "keyword",
+        "role": "customer",
+        "severity": "info",
+        "phrases": ["投诉", "complaint"],
+    }
+    findings = run(
+        rule, seg("agent", 0, 3, "您要投诉吗"), seg("customer", 4, 8, "I want to file a complaint")
+    )
     assert [(f.role, f.start_s) for f in findings] == [("customer", 4)]
 
 
 def test_keyword_all_of():
-    rule = {"id": "fee", "kind": "keyword", "match": "all_of", "role": "agent", "phrases": ["免息", "没有手续费"]}
+    rule = {
+        "id": "fee",
+        "kind": "keyword",
+        "match": "all_of",
+        "role": "agent",
+        "phrases": ["免息", "没有手续费"],
+    }
     assert run(rule, seg("agent", 0, 3, "分期免息")) == []
     (finding,) = run(rule, seg("agent", 0, 3, "分期免息"), seg("agent", 10, 14, "而且没有手续费"))
     assert (finding.start_s, finding.end_s) == (0, 14)
@@ -125,7 +145,9 @@ def test_keyword_none_of_in_the_last_seconds():
 def test_regex_on_normalised_text():
     rule = {"id": "secret", "kind": "regex", "role": "agent", "severity": "critical",
             "phrases": [r"(告诉|提供)(我)?(您|你)的?(密码|验证码)", r"tell me your (pin|cvv)"]}  # fmt: skip
-    findings = run(rule, seg("agent", 0, 4, "請告訴我您的密碼"), seg("agent", 5, 9, "Tell me your PIN please"))
+    findings = run(
+        rule, seg("agent", 0, 4, "請告訴我您的密碼"), seg("agent", 5, 9, "Tell me your PIN please")
+    )
     assert len(findings) == 2
     assert run(rule, seg("agent", 0, 4, "请不要把密码告诉任何人")) == []
 
@@ -187,7 +209,7 @@ def test_speech_rate_in_both_languages():
 def test_talk_ratio():
     rule = {"id": "ratio", "kind": "talk_ratio", "max_ratio": 0.8, "min_speech_s": 10}
     (finding,) = run(rule, seg("agent", 0, 90, "a"), seg("customer", 90, 95, "b"))
-    assert "agent talk ratio 95% above 80%" == finding.message
+    assert finding.message == "agent talk ratio 95% above 80%"
     assert run(rule, seg("agent", 0, 60, "a"), seg("customer", 60, 90, "b")) == []
 
 
@@ -225,7 +247,15 @@ def test_result_round_trips_through_json():
     result = engine.evaluate(call(seg("agent", 0, 5, f"卡号{VALID_CARD}, no risk")))
     again = CallQAResult.from_dict(json.loads(json.dumps(result.to_dict())))
     assert again == result
-    assert set(result.to_dict()) == {"call_id", "agent_id", "score", "findings", "pii", "redacted_segments", "rule_packs"}
+    assert set(result.to_dict()) == {
+        "call_id",
+        "agent_id",
+        "score",
+        "findings",
+        "pii",
+        "redacted_segments",
+        "rule_packs",
+    }
 
 
 def test_call_text_from_any_transcript_like_object():
@@ -238,6 +268,11 @@ def test_call_text_from_any_transcript_like_object():
     assert [s.text for s in text.segments] == ["a", "b"]
     assert QAEngine(load_packs()).evaluate(transcript).call_id == "c9"
     with pytest.raises(CallTextError, match="impossible"):
-        call_text_from({"call_id": "x", "segments": [{"role": "agent", "channel": 0, "start_s": 5, "end_s": 1, "text": ""}]})
+        call_text_from(
+            {
+                "call_id": "x",
+                "segments": [{"role": "agent", "channel": 0, "start_s": 5, "end_s": 1, "text": ""}],
+            }
+        )
     with pytest.raises(CallTextError, match="call_id"):
         call_text_from({"segments": []})

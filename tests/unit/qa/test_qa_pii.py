@@ -1,7 +1,14 @@
 import pytest
 
 from pipeline.qa.normalize import normalize
-from pipeline.qa.pii import classify_number, cn_resident_id_valid, find_pii, luhn_valid, phone_valid, redact_texts
+from pipeline.qa.pii import (
+    classify_number,
+    cn_resident_id_valid,
+    find_pii,
+    luhn_valid,
+    phone_valid,
+    redact_texts,
+)
 
 from .helpers import INVALID_CARD, INVALID_ID, VALID_CARD, VALID_ID, VISA_CARD, seg, spoken_en, spoken_zh
 

@@ -84,7 +84,9 @@ def test_report_renders_in_headless_chromium(tmp_path):
     assert "misselling.guaranteed_returns" in html and "[CARD]" in html
 
     shot = tmp_path / "report.png"
-    result = run_chromium(f"--screenshot={shot}", "--window-size=1200,1600", url, profile=tmp_path / "profile-png")
+    result = run_chromium(
+        f"--screenshot={shot}", "--window-size=1200,1600", url, profile=tmp_path / "profile-png"
+    )
     assert result.returncode == 0 and shot.is_file(), result.stderr[-2000:]
     width, height, colours = png_colours(shot)
     assert (width, height) == (1200, 1600)

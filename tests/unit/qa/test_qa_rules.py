@@ -18,14 +18,24 @@ def test_default_pack_loads_with_every_kind():
     assert pack.names == ("default-credit-card",)
     kinds = {r.kind for r in pack.rules}
     assert kinds == {
-        "keyword", "regex", "forbidden_phrase", "required_disclosure", "pii",
-        "long_silence", "talk_over", "speech_rate", "talk_ratio",
+        "keyword",
+        "regex",
+        "forbidden_phrase",
+        "required_disclosure",
+        "pii",
+        "long_silence",
+        "talk_over",
+        "speech_rate",
+        "talk_ratio",
     }
     assert default_pack_path().is_file()
 
 
 def test_error_names_the_rule_and_the_problem(tmp_path):
-    bad = write(tmp_path, "bad.yaml", """
+    bad = write(
+        tmp_path,
+        "bad.yaml",
+        """
 pack: ops
 rules:
   - id: ok.rule
@@ -35,7 +45,8 @@ rules:
     kind: required_disclosure
     phrases: [recorded]
     within_first_s: -5
-""")
+""",
+    )
     with pytest.raises(RulePackError) as err:
         load_packs([bad])
     message = str(err.value)
@@ -75,7 +86,10 @@ def test_not_yaml_and_not_a_pack(tmp_path):
 
 
 def test_packs_combine_and_a_later_pack_can_replace_a_rule(tmp_path):
-    extra = write(tmp_path, "ops.yaml", """
+    extra = write(
+        tmp_path,
+        "ops.yaml",
+        """
 pack: ops-extra
 disable: [courtesy.closing]
 rules:
@@ -88,7 +102,8 @@ rules:
   - id: ops.brand
     kind: keyword
     phrases: [competitor bank]
-""")
+""",
+    )
     pack = load_packs([extra])
     assert pack.names == ("default-credit-card", "ops-extra")
     assert pack.rule("courtesy.closing").within_last_s == 10
@@ -96,10 +111,16 @@ rules:
 
 
 def test_duplicate_rule_ids_are_refused(tmp_path):
-    dup = write(tmp_path, "dup.yaml", "pack: d\nrules:\n  - {id: courtesy.closing, kind: keyword, phrases: [x]}\n")
+    dup = write(
+        tmp_path, "dup.yaml", "pack: d\nrules:\n  - {id: courtesy.closing, kind: keyword, phrases: [x]}\n"
+    )
     with pytest.raises(RulePackError, match="courtesy.closing.*already defined.*disable"):
         load_packs([dup])
-    twice = write(tmp_path, "twice.yaml", "pack: t\nrules:\n  - {id: a, kind: keyword, phrases: [x]}\n  - {id: a, kind: keyword, phrases: [y]}\n")
+    twice = write(
+        tmp_path,
+        "twice.yaml",
+        "pack: t\nrules:\n  - {id: a, kind: keyword, phrases: [x]}\n  - {id: a, kind: keyword, phrases: [y]}\n",
+    )
     with pytest.raises(RulePackError, match="'a': id used twice"):
         load_packs([twice], include_default=False)
     unknown = write(tmp_path, "u.yaml", "pack: u\ndisable: [no.such.rule]\nrules: []\n")
@@ -108,5 +129,7 @@ def test_duplicate_rule_ids_are_refused(tmp_path):
 
 
 def test_disabled_rules_are_dropped(tmp_path):
-    path = write(tmp_path, "p.yaml", "pack: p\nrules:\n  - {id: a, kind: keyword, phrases: [x], enabled: false}\n")
+    path = write(
+        tmp_path, "p.yaml", "pack: p\nrules:\n  - {id: a, kind: keyword, phrases: [x], enabled: false}\n"
+    )
     assert load_packs([path], include_default=False).rules == ()
