@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from pipeline.qa.model import CallText, SegmentText
 from pipeline.qa.normalize import Normalized, normalize
@@ -15,6 +16,22 @@ from pipeline.qa.pii import PIIHit
 
 MAX_EVIDENCE_CHARS = 300
 KNOWN_ROLES = ("agent", "customer")
+
+
+class Window(Protocol):
+    """A rule's time scope (every rule model has these fields)."""
+
+    @property
+    def within_first_s(self) -> float | None: ...
+    @property
+    def within_last_s(self) -> float | None: ...
+
+
+class Scope(Window, Protocol):
+    """A rule's role and time scope."""
+
+    @property
+    def role(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -48,19 +65,17 @@ class CallContext:
         # the mixed speech (a disclosure cannot be missing just because nobody diarised).
         return scope_role == "any" or role == scope_role or not self.roles_known
 
-    def in_window(self, rule: object, start_s: float, end_s: float) -> bool:
+    def in_window(self, rule: Window, start_s: float, end_s: float) -> bool:
         """Does [start_s, end_s] touch the rule's time window?"""
-        first = getattr(rule, "within_first_s", None)
-        last = getattr(rule, "within_last_s", None)
-        if first is not None:
-            return start_s < first
-        if last is not None:
-            return end_s > self.call.duration_s - last
+        if rule.within_first_s is not None:
+            return start_s < rule.within_first_s
+        if rule.within_last_s is not None:
+            return end_s > self.call.duration_s - rule.within_last_s
         return True
 
-    def window(self, rule: object) -> tuple[float, float]:
-        first = getattr(rule, "within_first_s", None)
-        last = getattr(rule, "within_last_s", None)
+    def window(self, rule: Window) -> tuple[float, float]:
+        """The rule's window in call time, for findings about something missing."""
+        first, last = rule.within_first_s, rule.within_last_s
         duration = self.call.duration_s
         if first is not None:
             return (0.0, min(first, duration) if duration else first)
@@ -68,13 +83,12 @@ class CallContext:
             return (max(duration - last, 0.0), duration)
         return (0.0, duration)
 
-    def scoped(self, rule: object) -> list[PreparedSegment]:
+    def scoped(self, rule: Scope) -> list[PreparedSegment]:
         """The segments a rule looks at: its role, its time window."""
-        role = getattr(rule, "role", "any")
         return [
             p
             for p in self.segments
-            if self.role_matches(role, p.segment.role)
+            if self.role_matches(rule.role, p.segment.role)
             and self.in_window(rule, p.segment.start_s, p.segment.end_s)
         ]
 

@@ -15,7 +15,15 @@ from pipeline.qa import metrics
 from pipeline.qa.context import CallContext, evidence, normalize_all, prepare
 from pipeline.qa.model import CallQAResult, CallText, Finding, PIISpan, PIIType, SegmentText, call_text_from
 from pipeline.qa.pii import PII_TYPES, find_pii, redact_texts
-from pipeline.qa.rules import RulePack, load_packs
+from pipeline.qa.rules import (
+    LongSilenceRule,
+    PIIRule,
+    RulePack,
+    SpeechRateRule,
+    TalkOverRule,
+    TalkRatioRule,
+    load_packs,
+)
 from pipeline.qa.score import score_findings
 from pipeline.qa.textrules import Matcher, evaluate_disclosure, evaluate_phrases
 
@@ -93,7 +101,7 @@ def _metric_finding(
     )
 
 
-def _pii_rule(rule: Any, ctx: CallContext) -> list[Finding]:
+def _pii_rule(rule: PIIRule, ctx: CallContext) -> list[Finding]:
     findings = []
     for hit in ctx.pii:
         if (
@@ -113,7 +121,7 @@ def _with_evidence(finding: Finding, text: str) -> Finding:
     return Finding(**{**finding.__dict__, "evidence": text})
 
 
-def _long_silence(rule: Any, ctx: CallContext) -> list[Finding]:
+def _long_silence(rule: LongSilenceRule, ctx: CallContext) -> list[Finding]:
     return [
         _metric_finding(
             rule, start, end, f"no speech for {end - start:.1f} s (limit {rule.max_silence_s:g} s)"
@@ -123,7 +131,7 @@ def _long_silence(rule: Any, ctx: CallContext) -> list[Finding]:
     ]
 
 
-def _talk_over(rule: Any, ctx: CallContext) -> list[Finding]:
+def _talk_over(rule: TalkOverRule, ctx: CallContext) -> list[Finding]:
     return [
         _metric_finding(
             rule,
@@ -136,7 +144,7 @@ def _talk_over(rule: Any, ctx: CallContext) -> list[Finding]:
     ]
 
 
-def _speech_rate(rule: Any, ctx: CallContext) -> list[Finding]:
+def _speech_rate(rule: SpeechRateRule, ctx: CallContext) -> list[Finding]:
     if not ctx.roles_known and rule.role != "any":
         return []  # mixed speech: the agent's rate cannot be told apart
     segs = [p.segment for p in ctx.scoped(rule)]
@@ -158,15 +166,11 @@ def _speech_rate(rule: Any, ctx: CallContext) -> list[Finding]:
     return findings
 
 
-def _talk_ratio(rule: Any, ctx: CallContext) -> list[Finding]:
+def _talk_ratio(rule: TalkRatioRule, ctx: CallContext) -> list[Finding]:
     if not ctx.roles_known:
         return []
-    window_rule = {"within_first_s": rule.within_first_s, "within_last_s": rule.within_last_s}
-    segs = [
-        p.segment
-        for p in ctx.segments
-        if ctx.in_window(_Window(**window_rule), p.segment.start_s, p.segment.end_s)
-    ]
+    # Both parties' speech in the window: the rule's role only says whose share is judged.
+    segs = [p.segment for p in ctx.segments if ctx.in_window(rule, p.segment.start_s, p.segment.end_s)]
     measured = metrics.talk_ratio(ctx.call, segs)
     if measured is None or measured[1] < rule.min_speech_s:
         return []
@@ -186,14 +190,6 @@ def _talk_ratio(rule: Any, ctx: CallContext) -> list[Finding]:
             )
         ]
     return []
-
-
-class _Window:
-    """A rule's time window without its role, for metrics that need both parties."""
-
-    def __init__(self, within_first_s: float | None, within_last_s: float | None) -> None:
-        self.within_first_s = within_first_s
-        self.within_last_s = within_last_s
 
 
 def evaluate_call(call: Any, pack: RulePack) -> CallQAResult:

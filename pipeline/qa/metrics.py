@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from pipeline.qa.model import CallText, SegmentText
 from pipeline.qa.normalize import is_cjk
 
 Interval = tuple[float, float]
+Language = Literal["zh", "en"]  # what speech rate is counted in: characters or words
 
 
 def merge_intervals(intervals: Iterable[Interval]) -> list[Interval]:
@@ -70,7 +72,7 @@ def _intersect(first: Sequence[Interval], second: Sequence[Interval]) -> list[In
     return out
 
 
-def segment_language(call: CallText, segment: SegmentText) -> str:
+def segment_language(call: CallText, segment: SegmentText) -> Language:
     """The channel's language from the transcript, else guessed from the script ("zh"/"en")."""
     lang = (call.language_of(segment.channel) or "").lower()
     if lang.startswith("zh") or lang in ("cmn", "yue"):
@@ -80,7 +82,7 @@ def segment_language(call: CallText, segment: SegmentText) -> str:
     return "zh" if any(is_cjk(ch) for ch in segment.text) else "en"
 
 
-def speech_units(text: str, language: str) -> int:
+def speech_units(text: str, language: Language) -> int:
     """Characters (Chinese) or words (English): the unit speech rate is measured in."""
     if language == "zh":
         return sum(1 for ch in text if is_cjk(ch) or ch.isdigit())
@@ -91,7 +93,7 @@ def speech_units(text: str, language: str) -> int:
 class RateSample:
     """Speech of one language by one role: how many units in how many seconds of speech."""
 
-    language: str
+    language: Language
     units: int
     speech_s: float
 
@@ -100,10 +102,10 @@ class RateSample:
         return self.units / self.speech_s * 60.0 if self.speech_s > 0 else 0.0
 
 
-def speech_rates(call: CallText, segments: Sequence[SegmentText]) -> dict[str, RateSample]:
+def speech_rates(call: CallText, segments: Sequence[SegmentText]) -> dict[Language, RateSample]:
     """Rate per language over the given segments (usually the agent's, in a rule's window)."""
-    units: dict[str, int] = {}
-    seconds: dict[str, float] = {}
+    units: dict[Language, int] = {}
+    seconds: dict[Language, float] = {}
     for seg in segments:
         lang = segment_language(call, seg)
         units[lang] = units.get(lang, 0) + speech_units(seg.text, lang)

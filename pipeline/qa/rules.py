@@ -21,6 +21,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from pipeline.qa.errors import RulePackError
+from pipeline.qa.metrics import Language
 from pipeline.qa.model import PIIType, Severity
 
 ScopeRole = Literal["agent", "customer", "any"]
@@ -132,7 +133,7 @@ class SpeechRateRule(_Rule):
 
     kind: Literal["speech_rate"]
     role: ScopeRole = "agent"
-    bounds: dict[Literal["zh", "en"], RateBounds] = Field(min_length=1)
+    bounds: dict[Language, RateBounds] = Field(min_length=1)
     min_speech_s: float = Field(default=20.0, ge=0, description="too little speech to judge below this")
 
 
