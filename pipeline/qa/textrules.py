@@ -99,7 +99,10 @@ def evaluate_phrases(
         return []
     return [
         _finding(
-            rule, [], f"none of {_quote_phrases([p for p, _ in matcher.phrases])} was said", ctx.window(rule)
+            rule,
+            [],
+            f"none of the {len(matcher.phrases)} phrases said (such as {_quote_phrases(_examples(matcher))})",
+            ctx.window(rule),
         )
     ]
 
@@ -123,7 +126,8 @@ def evaluate_disclosure(rule: RequiredDisclosureRule, matcher: Matcher, ctx: Cal
     window = _window_text(rule)
     if not near_misses:
         return [_finding(rule, [], f"required disclosure not said {window}", ctx.window(rule))]
-    why, p, said_at_s = near_misses[0]
+    # The right speaker saying it late is the more useful explanation than the other party.
+    why, p, said_at_s = min(near_misses, key=lambda miss: miss[0] != "too late")
     if why == "too late":
         message = f"required disclosure said at {said_at_s:.1f} s, not {window}"
     else:
@@ -143,6 +147,10 @@ def _quote(found: Sequence[tuple[str, re.Match[str]]], regex: bool = False) -> s
     if regex:  # what matched, not the pattern; digits masked since a pattern may catch numbers
         return _quote_phrases(list(dict.fromkeys(_DIGIT.sub("#", m.group()) for _, m in found)))
     return _quote_phrases(list(dict.fromkeys(phrase for phrase, _ in found)))
+
+
+def _examples(matcher: Matcher, limit: int = 3) -> list[str]:
+    return [phrase for phrase, _ in matcher.phrases[:limit]]
 
 
 def _quote_phrases(phrases: Sequence[str]) -> str:

@@ -276,3 +276,20 @@ def test_call_text_from_any_transcript_like_object():
         )
     with pytest.raises(CallTextError, match="call_id"):
         call_text_from({"segments": []})
+
+
+def test_result_fits_the_qa_findings_event():
+    from pipeline.events import QAResult
+
+    engine = QAEngine(load_packs())
+    result = engine.evaluate(call(seg("agent", 0, 5, "no risk"), seg("customer", 6, 9, VISA_CARD)))
+    event = QAResult(**result.to_dict())
+    assert event.call_id == result.call_id and len(event.findings) == len(result.findings)
+    assert CallQAResult.from_dict(event.model_dump()) == result
+
+
+def test_disclosure_said_late_by_the_agent_is_preferred_to_the_customer():
+    (finding,) = run(
+        RECORDING, seg("customer", 1, 4, "本次通话将被录音吗"), seg("agent", 40, 45, "本次通话将被录音")
+    )
+    assert "said at 40" in finding.message
