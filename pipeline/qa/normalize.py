@@ -48,6 +48,11 @@ def _t2s() -> opencc.OpenCC:
     return opencc.OpenCC("t2s")
 
 
+def to_simplified(text: str) -> str:
+    """Traditional → Simplified Chinese (OpenCC t2s); other text is unchanged."""
+    return str(_t2s().convert(text))
+
+
 def is_cjk(ch: str) -> bool:
     """Han ideographs (and the CJK zero) — the characters Chinese ASR output is made of."""
     code = ord(ch)

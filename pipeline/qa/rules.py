@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 from pipeline.qa.errors import RulePackError
 from pipeline.qa.metrics import Language
 from pipeline.qa.model import PIIType, Severity
+from pipeline.qa.normalize import normalize_phrase
 
 ScopeRole = Literal["agent", "customer", "any"]
 MatchMode = Literal["any_of", "all_of", "none_of"]
@@ -58,10 +59,19 @@ class _Rule(BaseModel):
 
 
 class _PhraseRule(_Rule):
+    kind: str
     phrases: list[Annotated[str, Field(min_length=1)]] = Field(min_length=1)
     exclude: list[Annotated[str, Field(min_length=1)]] = Field(
-        default_factory=list, description="a segment containing any of these does not count"
+        default_factory=list, description='cancels a match it overlaps ("不保本" cancels "保本")'
     )
+
+    @model_validator(mode="after")
+    def _phrases_survive_normalisation(self) -> _PhraseRule:
+        if self.kind != "regex":
+            for phrase in [*self.phrases, *self.exclude]:
+                if not normalize_phrase(phrase):
+                    raise ValueError(f"phrase {phrase!r} is empty after normalisation (only punctuation?)")
+        return self
 
 
 class KeywordRule(_PhraseRule):
@@ -178,7 +188,8 @@ def default_pack_path() -> Path:
 def load_packs(paths: Iterable[str | Path] = (), *, include_default: bool = True) -> RulePack:
     """Load and combine packs: the default pack first (unless excluded), then ``paths`` in order."""
     ordered = [default_pack_path()] if include_default else []
-    ordered += [Path(p) for p in paths]
+    for given in map(Path, paths):  # a directory stands for its packs, in name order
+        ordered += sorted([*given.glob("*.yaml"), *given.glob("*.yml")]) if given.is_dir() else [given]
     if not ordered:
         raise RulePackError("no rule packs given")
     names: list[str] = []

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from pipeline.qa.context import CallContext, PreparedSegment, evidence
 from pipeline.qa.model import Finding
-from pipeline.qa.normalize import normalize_phrase
+from pipeline.qa.normalize import normalize_phrase, to_simplified
 from pipeline.qa.rules import ForbiddenPhraseRule, KeywordRule, RegexRule, RequiredDisclosureRule
 
 PhraseRule = KeywordRule | RegexRule | ForbiddenPhraseRule | RequiredDisclosureRule
@@ -32,6 +32,11 @@ def phrase_pattern(phrase: str) -> re.Pattern[str]:
     return re.compile(left + re.escape(norm) + right)
 
 
+def regex_pattern(pattern: str) -> re.Pattern[str]:
+    """An operator's regex over normalised text; written in Traditional it still matches."""
+    return re.compile(to_simplified(pattern), re.IGNORECASE)
+
+
 @dataclass(frozen=True)
 class Matcher:
     """Compiled phrases and exclusions of one rule."""
@@ -42,7 +47,7 @@ class Matcher:
     @classmethod
     def for_rule(cls, rule: PhraseRule) -> Matcher:
         literal = rule.kind != "regex"
-        compile_one = phrase_pattern if literal else (lambda p: re.compile(p, re.IGNORECASE))
+        compile_one = phrase_pattern if literal else regex_pattern
         return cls(
             phrases=tuple((p, compile_one(p)) for p in rule.phrases),
             exclude=tuple(compile_one(p) for p in rule.exclude),

@@ -293,3 +293,8 @@ def test_disclosure_said_late_by_the_agent_is_preferred_to_the_customer():
         RECORDING, seg("customer", 1, 4, "本次通话将被录音吗"), seg("agent", 40, 45, "本次通话将被录音")
     )
     assert "said at 40" in finding.message
+
+
+def test_regex_written_in_traditional_script_still_matches():
+    rule = {"id": "secret", "kind": "regex", "phrases": ["告訴我.{0,3}密碼"]}
+    assert len(run(rule, seg("agent", 0, 4, "请告诉我您的密码"))) == 1

@@ -133,3 +133,15 @@ def test_disabled_rules_are_dropped(tmp_path):
         tmp_path, "p.yaml", "pack: p\nrules:\n  - {id: a, kind: keyword, phrases: [x], enabled: false}\n"
     )
     assert load_packs([path], include_default=False).rules == ()
+
+
+def test_a_directory_of_packs_loads_in_name_order(tmp_path):
+    write(tmp_path, "b.yaml", "pack: b\nrules:\n  - {id: b.rule, kind: keyword, phrases: [y]}\n")
+    write(tmp_path, "a.yml", "pack: a\nrules:\n  - {id: a.rule, kind: keyword, phrases: [x]}\n")
+    assert load_packs([tmp_path], include_default=False).names == ("a", "b")
+
+
+def test_a_phrase_of_punctuation_only_is_refused(tmp_path):
+    path = write(tmp_path, "p.yaml", "pack: p\nrules:\n  - {id: dots, kind: keyword, phrases: ['!!']}\n")
+    with pytest.raises(RulePackError, match="'dots'.*empty after normalisation"):
+        load_packs([path], include_default=False)
