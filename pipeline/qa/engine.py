@@ -8,6 +8,7 @@ only decide which of those spans are also compliance findings.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -25,8 +26,9 @@ from pipeline.qa.rules import (
     load_packs,
 )
 from pipeline.qa.score import score_findings
-from pipeline.qa.textrules import Matcher, evaluate_disclosure, evaluate_phrases
+from pipeline.qa.textrules import Matcher, evaluate_disclosure, evaluate_phrases, phrase_pattern
 
+HOLD_ANNOUNCE_GAP_S = 10.0  # "请稍等" … "好的" … silence: still an announced hold
 _PHRASE_KINDS = ("keyword", "regex", "forbidden_phrase", "required_disclosure")
 
 
@@ -122,13 +124,31 @@ def _with_evidence(finding: Finding, text: str) -> Finding:
 
 
 def _long_silence(rule: LongSilenceRule, ctx: CallContext) -> list[Finding]:
-    return [
-        _metric_finding(
-            rule, start, end, f"no speech for {end - start:.1f} s (limit {rule.max_silence_s:g} s)"
-        )
-        for start, end in metrics.silences(ctx.call, rule.max_silence_s)
-        if ctx.in_window(rule, start, end)
+    holds = [phrase_pattern(p) for p in rule.hold_phrases]
+    findings = []
+    for start, end in metrics.silences(ctx.call, rule.max_silence_s):
+        if not ctx.in_window(rule, start, end):
+            continue
+        if _announced_hold(holds, start, ctx):
+            if rule.max_hold_s is None or end - start <= rule.max_hold_s:
+                continue
+            message = f"hold of {end - start:.1f} s (limit {rule.max_hold_s:g} s for an announced hold)"
+        else:
+            message = f"no speech for {end - start:.1f} s (limit {rule.max_silence_s:g} s)"
+        findings.append(_metric_finding(rule, start, end, message))
+    return findings
+
+
+def _announced_hold(holds: Sequence[re.Pattern[str]], gap_start_s: float, ctx: CallContext) -> bool:
+    """Did the agent's last words before the gap (allowing a customer's "OK") announce a hold?"""
+    agent_before = [
+        p
+        for p in ctx.segments
+        if p.segment.end_s <= gap_start_s and ctx.role_matches("agent", p.segment.role)
     ]
+    if not agent_before or gap_start_s - agent_before[-1].segment.end_s > HOLD_ANNOUNCE_GAP_S:
+        return False
+    return any(h.search(agent_before[-1].norm.text) for h in holds)
 
 
 def _talk_over(rule: TalkOverRule, ctx: CallContext) -> list[Finding]:

@@ -123,8 +123,13 @@ class PIIRule(_Rule):
 
 
 class LongSilenceRule(_Rule):
+    """Dead air. A hold the agent announced ("请稍等", "please hold") may last up to ``max_hold_s``
+    (unlimited when not given) instead of ``max_silence_s``."""
+
     kind: Literal["long_silence"]
     max_silence_s: float = Field(gt=0)
+    hold_phrases: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
+    max_hold_s: float | None = Field(default=None, gt=0)
 
 
 class TalkOverRule(_Rule):

@@ -9,6 +9,7 @@ overlaps: "不保本" cancels the "保本" inside it, but not a separate "保本
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ _WORD = re.compile(r"[a-z0-9]")
 _DIGIT = re.compile(r"[0-9]")
 
 
+@functools.lru_cache(maxsize=4096)
 def phrase_pattern(phrase: str) -> re.Pattern[str]:
     """Regex for a literal phrase over normalised text, with word boundaries where it is ASCII."""
     norm = normalize_phrase(phrase)

@@ -298,3 +298,14 @@ def test_disclosure_said_late_by_the_agent_is_preferred_to_the_customer():
 def test_regex_written_in_traditional_script_still_matches():
     rule = {"id": "secret", "kind": "regex", "phrases": ["告訴我.{0,3}密碼"]}
     assert len(run(rule, seg("agent", 0, 4, "请告诉我您的密码"))) == 1
+
+
+def test_an_announced_hold_may_last_longer():
+    rule = {"id": "silence", "kind": "long_silence", "max_silence_s": 10, "hold_phrases": ["请稍等", "please hold"],
+            "max_hold_s": 60}  # fmt: skip
+    announced = (seg("agent", 0, 5, "我帮您查一下，请稍等"), seg("customer", 5.5, 6, "好的"))
+    assert run(rule, *announced, seg("agent", 50, 55, "让您久等了")) == []
+    (too_long,) = run(rule, *announced, seg("agent", 90, 95, "让您久等了"))
+    assert "hold of 84.0 s" in too_long.message
+    (dead_air,) = run(rule, seg("agent", 0, 5, "我帮您查一下"), seg("agent", 50, 55, "好了"))
+    assert "no speech for 45.0 s" in dead_air.message
