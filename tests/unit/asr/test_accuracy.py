@@ -1,0 +1,34 @@
+"""Accuracy on real speech: English (espeak-ng) WER, Mandarin (neural voice) CER, language detection."""
+
+from __future__ import annotations
+
+import jiwer
+
+from pipeline.asr import CallTranscript
+from pipeline.asr.text import normalize_en, normalize_zh
+from tests.unit.asr.speech import Clip
+
+
+def english_wer(clips: list[Clip], results: list[CallTranscript]) -> float:
+    return jiwer.wer([normalize_en(c.text) for c in clips], [normalize_en(r.text) for r in results])
+
+
+def mandarin_cer(clips: list[Clip], results: list[CallTranscript]) -> float:
+    return jiwer.cer([normalize_zh(c.text) for c in clips], [normalize_zh(r.text) for r in results])
+
+
+def test_english_wer_at_most_10_percent(en_clips, en_batched):
+    assert english_wer(en_clips, en_batched) <= 0.10
+
+
+def test_mandarin_cer_at_most_15_percent_in_simplified(zh_clips, zh_batched):
+    assert mandarin_cer(zh_clips, zh_batched) <= 0.15
+    joined = "".join(r.text for r in zh_batched)
+    # Whisper base tends to write Traditional characters; the engine converts them
+    assert "這" not in joined and "裡" not in joined and "這裡" not in joined
+
+
+def test_language_detected_per_channel(en_batched, zh_batched):
+    assert {r.languages[0] for r in en_batched} == {"en"}
+    assert {r.languages[0] for r in zh_batched} == {"zh"}
+    assert all(s.language == "zh" for r in zh_batched for s in r.segments)

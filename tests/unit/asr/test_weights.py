@@ -1,0 +1,83 @@
+"""Model files: checksum pinning, CTranslate2 parsing and a complete conversion."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pipeline.asr import ChecksumError, Engine, EngineOptions, WeightsError
+from pipeline.asr.convert import ct2_to_state_dict, name_map
+from pipeline.asr.model import Whisper
+from pipeline.asr.registry import lookup
+from pipeline.asr.weights import join_parts, package_data_dir, read_ct2, verify_file
+
+PINNED = lookup("whisper-base").sha256
+
+
+@pytest.fixture(scope="module")
+def parts() -> list[Path]:
+    pkgs = lookup("whisper-base").part_packages
+    return [package_data_dir(p) / f"model.bin.part{i + 1}" for i, p in enumerate(pkgs)]
+
+
+@pytest.fixture(scope="module")
+def ct2(engine):  # the engine fixture guarantees the cache holds the joined model
+    return read_ct2(Path(engine.opts.cache_dir).expanduser() / "whisper-base" / PINNED[:16] / "model.bin")
+
+
+def test_tampered_part_fails_checksum_and_leaves_nothing(tmp_path, parts):
+    bad = tmp_path / "model.bin.part2"
+    shutil.copyfile(parts[1], bad)
+    with open(bad, "r+b") as fh:
+        fh.seek(1_000_000)
+        byte = fh.read(1)
+        fh.seek(1_000_000)
+        fh.write(bytes([byte[0] ^ 0xFF]))
+    dest = tmp_path / "out" / "model.bin"
+    with pytest.raises(ChecksumError, match="tampered"):
+        join_parts([parts[0], bad], dest, PINNED)
+    assert not dest.exists() and list(dest.parent.iterdir()) == []
+
+
+def test_tampered_model_directory_fails_engine_load(tmp_path, engine):
+    source = Path(engine.opts.cache_dir).expanduser() / "whisper-base" / PINNED[:16]
+    model_dir = tmp_path / "my-whisper"
+    model_dir.mkdir()
+    for name in ("config.json", "tokenizer.json"):
+        shutil.copyfile(source / name, model_dir / name)
+    with open(source / "model.bin", "rb") as src, open(model_dir / "model.bin", "wb") as dst:
+        dst.write(src.read()[:-1] + b"\x01")
+    with pytest.raises(ChecksumError, match=PINNED):
+        Engine.load(replace(engine.opts, model=str(model_dir), model_sha256=PINNED))
+    with pytest.raises(ChecksumError):
+        verify_file(model_dir / "model.bin", PINNED)
+
+
+def test_every_ct2_variable_is_used_and_every_parameter_filled(ct2):
+    dims, state = ct2_to_state_dict(ct2)
+    assert (dims.n_encoder_layers, dims.n_decoder_layers, dims.d_model, dims.n_heads) == (6, 6, 512, 8)
+    assert set(state) == set(Whisper(dims).state_dict())
+    mapped = set(name_map(dims).values())
+    flags = {n for n in ct2.variables if ct2.variables[n].ndim == 0 or "alignment" in n}
+    assert set(ct2.variables) == mapped | flags
+    q, k, v = np.split(ct2.get("encoder/layer_0/self_attention/linear_0/bias"), 3)
+    assert not k.any() and q.any() and v.any()  # fused Q,K,V with a zero key bias
+
+
+def test_conversion_rejects_unknown_or_missing_variables(ct2):
+    extra = replace(ct2, variables={**ct2.variables, "decoder/mystery/weight": np.zeros(3, np.float16)})
+    with pytest.raises(WeightsError, match="not used"):
+        ct2_to_state_dict(extra)
+    missing = dict(ct2.variables)
+    del missing["decoder/layer_5/ffn/linear_1/bias"]
+    with pytest.raises(WeightsError, match="no variable"):
+        ct2_to_state_dict(replace(ct2, variables=missing))
+
+
+def test_unknown_model_name_is_a_clear_error():
+    with pytest.raises(WeightsError, match="unknown model"):
+        lookup("whisper-galactic")
