@@ -12,6 +12,7 @@ Pure logic, no Kafka. The public API::
 from pipeline.qa.engine import QAEngine, evaluate_call
 from pipeline.qa.errors import CallTextError, QAError, RulePackError
 from pipeline.qa.model import CallQAResult, CallText, Finding, PIISpan, SegmentText, call_text_from
+from pipeline.qa.report import read_results_jsonl, render_report, write_report
 from pipeline.qa.rules import RulePack, default_pack_path, load_packs
 from pipeline.qa.score import AgentSummary, score_findings, summarize_agents
 
@@ -31,6 +32,9 @@ __all__ = [
     "default_pack_path",
     "evaluate_call",
     "load_packs",
+    "read_results_jsonl",
+    "render_report",
     "score_findings",
     "summarize_agents",
+    "write_report",
 ]

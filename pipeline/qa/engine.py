@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from pipeline.qa import metrics
@@ -52,7 +53,7 @@ class QAEngine:
         }
 
     @classmethod
-    def from_paths(cls, paths: Sequence[str] = (), *, include_default: bool = True) -> QAEngine:
+    def from_paths(cls, paths: Sequence[str | Path] = (), *, include_default: bool = True) -> QAEngine:
         """Engine over the default pack (unless excluded) plus the operator's pack files."""
         return cls(load_packs(paths, include_default=include_default))
 

@@ -11,7 +11,7 @@ file, the rule id and the problem, so a bad pack is refused at start.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -283,10 +283,3 @@ def _describe(exc: ValidationError) -> str:
         got = "" if err["type"] in ("missing", "extra_forbidden") else f" (got {err['input']!r:.60})"
         problems.append(f"{loc or 'rule'}: {err['msg']}{got}")
     return "; ".join(problems)
-
-
-def rule_descriptions(pack: RulePack | None, rule_ids: Sequence[str] = ()) -> dict[str, str]:
-    """rule id → description, for the report (empty where the pack does not know the rule)."""
-    if pack is None:
-        return {}
-    return {r.id: r.description for r in pack.rules if not rule_ids or r.id in rule_ids}
