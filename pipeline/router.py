@@ -51,6 +51,9 @@ def create_app(settings: Settings, app_id: str = "callqa-router") -> faust.App:
         broker=f"kafka://{settings.kafka_bootstrap}",
         store="memory://",
         processing_guarantee="exactly_once",
+        # Hold agent sends until the commit, so they join the transaction with the offsets
+        # and table writes (without it they are produced at once, outside any transaction).
+        stream_publish_on_commit=True,
         topic_replication_factor=settings.replication_factor or 1,
         topic_allow_declare=True,
         web_enabled=False,

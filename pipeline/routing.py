@@ -66,9 +66,9 @@ def parse_roles(text: str | None, channels: int) -> dict[str, str]:
     Without a map, stereo means agent left and customer right (the telephony convention)
     and mono is one mixed speaker.
     """
+    if channels == 1 and not (text and re.search(r"(^|[,;])\s*(0|mono)\s*=", text)):
+        return {"0": "mixed"}  # a stereo convention given for a whole folder does not apply to mono files
     if not text:
-        if channels == 1:
-            return {"0": "mixed"}
         return {str(c): DEFAULT_STEREO_ROLES.get(str(c), f"speaker{c}") for c in range(channels)}
     roles: dict[str, str] = {}
     for part in filter(None, (p.strip() for p in re.split(r"[,;]", text))):

@@ -46,3 +46,34 @@ def consume(
     finally:
         consumer.close()
     return found
+
+
+class TopicReader:
+    """A long-lived read_committed consumer over several topics, from the beginning."""
+
+    def __init__(self, settings: Settings, topics: list[str]) -> None:
+        self.consumer = Consumer({
+            **settings.kafka_common(), "group.id": f"test-{uuid.uuid4().hex[:8]}",
+            "auto.offset.reset": "earliest", "enable.auto.commit": False, "isolation.level": "read_committed",
+        })
+        self.consumer.subscribe([settings.topic(t) for t in topics])
+        self.messages: list[Message] = []
+
+    def poll(self, seconds: float) -> list[Message]:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            msg = self.consumer.poll(0.2)
+            if msg is not None and not msg.error():
+                self.messages.append(msg)
+        return self.messages
+
+    def wait_for(self, count: Callable[[list[Message]], int], want: int, timeout_s: float,
+                 settle_s: float = 5.0) -> list[Message]:
+        """Poll until ``count(messages) >= want`` (or the timeout), then ``settle_s`` more to catch extras."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and count(self.messages) < want:
+            self.poll(0.5)
+        return self.poll(settle_s)
+
+    def close(self) -> None:
+        self.consumer.close()

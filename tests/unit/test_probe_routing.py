@@ -101,8 +101,10 @@ def test_roles_and_call_ids() -> None:
     assert parse_roles("1=agent;0=customer", 2) == {"0": "customer", "1": "agent"}
     assert parse_roles(None, 2) == {"0": "agent", "1": "customer"}
     assert parse_roles(None, 1) == {"0": "mixed"}
+    assert parse_roles("left=agent,right=customer", 1) == {"0": "mixed"}
+    assert parse_roles("mono=agent", 1) == {"0": "agent"}
     with pytest.raises(RoutingError):
-        parse_roles("right=agent", 1)
+        parse_roles("2=agent", 2)
     assert call_id_for("2026/11/30/c-17.wav", {}) == "c-17"
     assert call_id_for("x.wav", {"call-id": "abc"}) == "abc"
 

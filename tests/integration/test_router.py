@@ -1,0 +1,159 @@
+"""The Faust router against the real broker and MinIO: formats, bad input, duplicates, a killed router."""
+
+from __future__ import annotations
+
+import io
+import signal
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from pipeline.arrivals import ArrivalPublisher
+from pipeline.config import Settings
+from pipeline.events import DeadLetter, ObjectRef, RoutedCall, decode
+from pipeline.stack.minio import prepare_bucket
+from pipeline.storage import storage_client
+from tests import audio
+from tests.kafka_helpers import TopicReader, consume
+from tests.processes import callqa, spawn, stop
+
+pytestmark = pytest.mark.integration
+BUCKET_TOPICS = [f"audio.bucket.{b}" for b in ("short", "medium", "long", "xlong")]
+
+
+@pytest.fixture
+def settings(stack_settings: Settings, unique: str) -> Settings:
+    cfg = stack_settings.model_copy(update={"recordings_bucket": f"rec-{unique}", "max_duration_s": 900.0})
+    prepare_bucket(storage_client(cfg), cfg.recordings_bucket)
+    return cfg
+
+
+@pytest.fixture
+def router(settings: Settings, unique: str, tmp_path: Path):
+    procs = []
+
+    def start(name: str = "r"):
+        proc = spawn(settings, tmp_path / f"router-{name}.log", "router", "--app-id", f"router-{unique}")
+        procs.append(proc)
+        return proc
+
+    yield start
+    for proc in procs:
+        stop(proc)
+
+
+@pytest.fixture
+def reader(settings: Settings):
+    reader = TopicReader(settings, BUCKET_TOPICS)
+    yield reader
+    reader.close()
+
+
+def ours(settings: Settings, reader: TopicReader) -> list[RoutedCall]:
+    calls = [decode(m.value(), RoutedCall) for m in reader.messages]
+    return [c for c in calls if c.object.bucket == settings.recordings_bucket]
+
+
+def routed(settings: Settings, reader: TopicReader, want: int, timeout_s: float = 90,
+           settle_s: float = 5) -> list[RoutedCall]:
+    reader.wait_for(lambda _: len(ours(settings, reader)), want, timeout_s, settle_s)
+    return ours(settings, reader)
+
+
+def dead_letters(settings: Settings, want: int, timeout_s: float = 60) -> list[DeadLetter]:
+    prefix = f"{settings.recordings_bucket}/".encode()
+    msgs = consume(settings, "router.dlq", want=want, timeout_s=timeout_s, settle_s=3,
+                   keep=lambda m: (m.key() or b"").startswith(prefix))
+    return [decode(m.value(), DeadLetter) for m in msgs]
+
+
+def test_ingested_recordings_route_to_the_right_buckets(settings: Settings, router, reader, tmp_path: Path) -> None:
+    folder = tmp_path / "calls"
+    specs = {  # name: (duration_s, rate, channels, format, subtype, bucket)
+        "ulaw-stereo": (12.0, 8000, 2, "WAV", "ULAW", "short"),
+        "pcm-mono": (45.0, 16000, 1, "WAV", "PCM_16", "medium"),
+        "flac": (130.0, 16000, 1, "FLAC", "PCM_16", "long"),
+        "nested/long-ulaw": (650.0, 8000, 2, "WAV", "ULAW", "xlong"),
+    }
+    for name, (d, rate, ch, fmt, sub, _) in specs.items():
+        audio.write(folder / f"{name}.{'flac' if fmt == 'FLAC' else 'wav'}", d, rate, ch, fmt, sub)
+    result = callqa(settings, "ingest", str(folder), "--roles", "left=agent,right=customer", "--agent-id", "a-9")
+    assert result.returncode == 0, result.stderr
+    assert "uploaded 4" in result.stdout
+    assert "unchanged 4" in callqa(settings, "ingest", str(folder)).stdout  # a rerun uploads nothing
+    router()
+    calls = {c.call_id: c for c in routed(settings, reader, want=4)}
+    assert len(calls) == 4
+    for name, (d, rate, ch, _, _, bucket) in specs.items():
+        call = calls[Path(name).name]
+        assert (call.bucket, call.sample_rate_hz, call.channels) == (bucket, rate, ch)
+        assert abs(call.duration_s - d) <= 1 / rate
+        assert call.agent_id == "a-9"
+        assert call.roles == ({"0": "agent", "1": "customer"} if ch == 2 else {"0": "mixed"})
+
+
+def test_bad_input_is_dead_lettered_and_good_input_still_routes(settings: Settings, router, reader, tmp_path: Path) -> None:
+    client = storage_client(settings)
+    bad = {
+        "empty.wav": b"",
+        "text.wav": b"this is not audio at all\n" * 50,
+        "header.wav": b"RIFF\x20\x00\x00\x00JUNKxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+        "truncated.wav": audio.write(tmp_path / "t.wav", 10.0, 8000).read_bytes()[:30000],
+        "mp3inwav.wav": audio.wav_with_format_tag(tmp_path / "m.wav", 0x55).read_bytes(),
+        "zero.wav": audio.write(tmp_path / "z.wav", 0.0, 8000).read_bytes(),
+        "toolong.wav": audio.write(tmp_path / "l.wav", 1000.0, 8000).read_bytes(),
+    }
+    expected = {"empty.wav": "empty_object", "text.wav": "not_audio", "header.wav": "corrupt_header",
+                "truncated.wav": "truncated", "mp3inwav.wav": "unsupported_codec", "zero.wav": "zero_duration",
+                "toolong.wav": "too_long", "missing.wav": "missing_object"}
+    good = audio.write(tmp_path / "good.wav", 3.0, 8000).read_bytes()
+    for name, data in [*bad.items(), ("good.wav", good)]:
+        client.put_object(settings.recordings_bucket, name, io.BytesIO(data), len(data))
+    publisher = ArrivalPublisher(settings)
+    publisher.publish(ObjectRef(bucket=settings.recordings_bucket, key="missing.wav"))
+    publisher.flush()
+    router()
+    letters = dead_letters(settings, want=len(expected))
+    reasons = {dl.original_key.split("/", 1)[1]: dl.reason for dl in letters}
+    assert reasons == expected
+    assert len(letters) == len(expected)
+    assert all(dl.source is not None and dl.source.topic == "audio.arrivals" for dl in letters)
+    assert [c.call_id for c in routed(settings, reader, want=1)] == ["good"]
+
+
+def test_duplicates_route_once_and_new_versions_route_again(settings: Settings, router, reader, tmp_path: Path) -> None:
+    client = storage_client(settings)
+    data = audio.write(tmp_path / "d.wav", 4.0, 8000).read_bytes()
+    for _ in range(2):  # the same bytes put twice: a new version, the same content
+        client.put_object(settings.recordings_bucket, "dup.wav", io.BytesIO(data), len(data))
+    publisher = ArrivalPublisher(settings)  # and the upstream re-publishing it
+    publisher.publish(ObjectRef(bucket=settings.recordings_bucket, key="dup.wav"))
+    publisher.flush()
+    router()
+    assert len(routed(settings, reader, want=1)) == 1
+    changed = audio.write(tmp_path / "d2.wav", 5.0, 8000).read_bytes()
+    client.put_object(settings.recordings_bucket, "dup.wav", io.BytesIO(changed), len(changed))
+    calls = routed(settings, reader, want=2)
+    assert sorted(round(c.duration_s) for c in calls) == [4, 5]
+
+
+def test_killed_router_routes_every_arrival_exactly_once(settings: Settings, router, reader, tmp_path: Path) -> None:
+    client = storage_client(settings)
+    data = audio.write(tmp_path / "k.wav", 1.0, 8000).read_bytes()
+    n = 300
+    for i in range(n):
+        client.put_object(settings.recordings_bucket, f"k/{i:04d}.wav", io.BytesIO(data), len(data))
+    first = router("first")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(ours(settings, reader)) < 40:
+        reader.poll(0.2)
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    assert len(ours(settings, reader)) < n, "the router finished before it could be killed"
+    router("second")
+    calls = routed(settings, reader, want=n, timeout_s=180, settle_s=8)
+    counts = Counter(c.call_id for c in calls)
+    assert len(counts) == n
+    assert max(counts.values()) == 1, [k for k, v in counts.items() if v > 1][:5]
