@@ -100,8 +100,7 @@ class Engine:
         if self.buckets_s[-1] > model.dims.n_audio_ctx * 2 / 100 or self.buckets_s[-1] < opts.vad.max_window_s:
             raise AsrError(f"largest bucket must be >= the VAD window limit and <= the model context: {self.buckets_s}")
         self.vad = SileroVad(opts.vad)
-        for _ in range(2):  # TorchScript optimises the VAD over its first runs: pay that at load
-            self.vad.regions(np.zeros(SAMPLE_RATE, dtype=np.float32))
+        self.vad.regions(np.zeros(SAMPLE_RATE, dtype=np.float32))  # first-use costs at load, not per call
         self.mel = LogMel(model.dims.n_mels, device.torch_device)
         self.decoder = GreedyDecoder(model, tokenizer, DecodeOptions(
             language=opts.language, candidate_languages=opts.candidate_languages,
@@ -197,6 +196,7 @@ class Engine:
         mem = self.device.memory_bytes()
         stats = BatchStats(
             items=n, bucket_s=bucket_s, audio_s=batch.audio_s, computed_s=batch.computed_s,
+            speech_s=sum(item.span.speech_s for item in batch.items),
             encode_s=t1 - t0, decode_s=t2 - t1, decode_steps=dstats.steps,
             decode_row_steps=dstats.row_steps, compactions=dstats.compactions,
             memory_allocated_bytes=mem["allocated"], memory_reserved_bytes=mem["reserved"],

@@ -44,8 +44,9 @@ class BatchStats:
 
     items: int
     bucket_s: float
-    audio_s: float
-    computed_s: float
+    audio_s: float  # window seconds (speech plus the short pauses inside windows)
+    speech_s: float  # voiced seconds per VAD
+    computed_s: float  # items x bucket length
     encode_s: float
     decode_s: float
     decode_steps: int
@@ -57,7 +58,13 @@ class BatchStats:
 
     @property
     def padding_efficiency(self) -> float:
+        """Frames carrying window audio ÷ frames computed."""
         return self.audio_s / self.computed_s if self.computed_s else 1.0
+
+    @property
+    def speech_efficiency(self) -> float:
+        """Voiced frames ÷ frames computed (stricter: pauses inside windows count as waste)."""
+        return self.speech_s / self.computed_s if self.computed_s else 1.0
 
 
 @dataclass
@@ -70,6 +77,11 @@ class EngineStats:
     def padding_efficiency(self) -> float:
         computed = sum(b.computed_s for b in self.batches)
         return sum(b.audio_s for b in self.batches) / computed if computed else 1.0
+
+    @property
+    def speech_efficiency(self) -> float:
+        computed = sum(b.computed_s for b in self.batches)
+        return sum(b.speech_s for b in self.batches) / computed if computed else 1.0
 
     def reset(self) -> None:
         self.batches.clear()

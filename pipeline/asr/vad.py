@@ -79,7 +79,10 @@ class SileroVad:
             return []
         o = self.opts
         self.model.reset_states()
-        with torch.inference_mode():
+        # Silence drives the recurrent state into denormal floats, which run ~10x slower on CPU;
+        # and TorchScript's profiling re-optimisation makes the first long inputs slow. Avoid both.
+        torch.set_flush_denormal(True)
+        with torch.inference_mode(), torch.jit.optimized_execution(False):
             probs = self.model.audio_forward(torch.from_numpy(samples)[None], VAD_RATE)[0]
         found = self._to_regions(
             probs.tolist(),

@@ -1,0 +1,292 @@
+"""Benchmark the ASR engine against itself unbatched and against faster-whisper, with accuracy beside each.
+
+Corpus: synthetic stereo 8 kHz calls (agent left, customer right) with a
+log-normal length mix; English turns are spoken by espeak-ng, Mandarin turns
+are the neural-voice clips in tests/fixtures/zh. Every configuration runs on
+the same calls in one process:
+
+  batched      this engine, windows from all calls batched by duration bucket (default options)
+  batched-10s  the same with a 10 s bucket too (the shortened-context trade-off, measured)
+  batched-30s  the same batching, every window padded to 30 s (no shortened context)
+  single-30s   this engine one window at a time, fixed 30 s windows
+  faster-whisper  CTranslate2 int8 (on CPU) with the same weights, greedy, its own silero VAD
+
+Timing covers decode-from-bytes, resampling, VAD and recognition (model load excluded).
+Memory is process RSS on CPU (device allocator figures on accelerators).
+
+  python tools/bench_engine.py --minutes 4 --out bench.json          # CPU, this machine
+  python tools/bench_engine.py --device cuda --dtype bfloat16         # GPU run
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import io
+import json
+import os
+import platform
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import jiwer
+import numpy as np
+import soundfile as sf
+import soxr
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from pipeline.asr import Engine, EngineOptions, load_call_audio  # noqa: E402
+from pipeline.asr.audio import resample  # noqa: E402
+from pipeline.asr.engine import FULL_CONTEXT_S  # noqa: E402
+from pipeline.asr.text import normalize_en, normalize_zh  # noqa: E402
+
+RATE = 8_000
+ZH_DIR = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "zh"
+EN_POOL = (
+    "Thank you for calling, my name is Sarah, how can I help you today?",
+    "Hi, I have a problem with my last bill, it looks too high.",
+    "I am sorry to hear that, let me pull up your account.",
+    "Could you please confirm the email address on the account?",
+    "Sure, it is the same one I used when I signed up.",
+    "I can see an extra charge for international roaming last month.",
+    "But I did not travel anywhere last month.",
+    "I understand, I will remove that charge and send you a corrected bill.",
+    "This call may be recorded for quality and training purposes.",
+    "Is there anything else I can help you with today?",
+    "Yes, I would also like to change my delivery address.",
+    "Your new address has been saved and will be used from the next order.",
+    "The technician will visit on Monday morning between nine and twelve.",
+    "Please keep your phone nearby in case the driver needs to call you.",
+    "No, that is everything, thank you very much for your help.",
+    "You are welcome, have a great day and goodbye.",
+)
+
+
+@dataclass
+class Call:
+    wav: bytes
+    duration_s: float
+    language: str
+    refs: dict[int, list[str]] = field(default_factory=lambda: {0: [], 1: []})
+
+
+def espeak(text: str) -> np.ndarray:
+    wav = subprocess.run(["espeak-ng", "-v", "en-us", "-s", "165", "--stdout", text],
+                         check=True, capture_output=True).stdout
+    samples, rate = sf.read(io.BytesIO(wav), dtype="float32")
+    return soxr.resample(samples, rate, RATE).astype(np.float32)
+
+
+def zh_clips() -> list[tuple[str, np.ndarray]]:
+    manifest = json.loads((ZH_DIR / "manifest.json").read_text())
+    out = []
+    for entry in manifest["clips"]:
+        samples, rate = sf.read(ZH_DIR / entry["file"], dtype="float32")
+        out.append((entry["text"], soxr.resample(samples, rate, RATE).astype(np.float32)))
+    return out
+
+
+def make_corpus(total_s: float, seed: int) -> list[Call]:
+    """Calls with log-normal lengths (median 30 s, clipped to 10..120 s) until total_s is reached."""
+    rng = np.random.default_rng(seed)
+    en = [(t, espeak(t)) for t in EN_POOL]
+    zh = zh_clips()
+    calls, total = [], 0.0
+    while total < total_s:
+        target_s = float(np.clip(rng.lognormal(np.log(30), 0.7), 10, 120))
+        language = "zh" if rng.random() < 0.35 else "en"
+        pool = zh if language == "zh" else en
+        call = Call(b"", 0.0, language)
+        turns, t, channel = [], 0.5, 0
+        while t < target_s:
+            text, speech = pool[int(rng.integers(len(pool)))]
+            turns.append((channel, t, speech))
+            call.refs[channel].append(text)
+            t += speech.size / RATE + float(rng.uniform(0.3, 1.5))
+            if rng.random() < 0.7:  # mostly turn-taking, sometimes the same party goes on
+                channel = 1 - channel
+        audio = np.zeros((int((t + 0.5) * RATE), 2), np.float32)
+        for ch, start_s, speech in turns:
+            begin = int(start_s * RATE)
+            audio[begin : begin + speech.size, ch] += speech
+        buf = io.BytesIO()
+        sf.write(buf, audio, RATE, format="WAV", subtype="PCM_16")
+        call.wav, call.duration_s = buf.getvalue(), audio.shape[0] / RATE
+        calls.append(call)
+        total += call.duration_s
+    return calls
+
+
+class RssSampler:
+    """Peak resident memory of this process while a block runs (20 ms sampling)."""
+
+    def __init__(self) -> None:
+        self.peak = 0
+        self._stop = threading.Event()
+
+    @staticmethod
+    def rss() -> int:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+    def __enter__(self) -> RssSampler:
+        self.before = self.rss()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.02):
+            self.peak = max(self.peak, self.rss())
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.after = self.rss()
+
+
+def score(calls: list[Call], hyps: list[dict[int, str]]) -> dict[str, float]:
+    """English WER and Mandarin CER over call channels."""
+    out = {}
+    for lang, norm, metric in (("en", normalize_en, jiwer.wer), ("zh", normalize_zh, jiwer.cer)):
+        refs, outs = [], []
+        for call, hyp in zip(calls, hyps):
+            if call.language != lang:
+                continue
+            for ch in (0, 1):
+                if call.refs[ch]:
+                    refs.append(norm(" ".join(call.refs[ch])))
+                    outs.append(norm(hyp.get(ch, "")))
+        if refs:
+            out["wer_en" if lang == "en" else "cer_zh"] = float(metric(refs, outs))
+    return out
+
+
+def run_engine(name: str, opts: EngineOptions, calls: list[Call], one_by_one: bool) -> dict:
+    engine = Engine.load(opts)
+    engine.device.reset_peak()
+    with RssSampler() as mem:
+        t0 = time.perf_counter()
+        audios = [load_call_audio(c.wav, roles={0: "agent", 1: "customer"}, call_id=f"c{i}")
+                  for i, c in enumerate(calls)]
+        if one_by_one:
+            results = [engine.transcribe(a) for a in audios]
+        else:
+            results = engine.transcribe_batch(audios)
+        engine.device.synchronize()
+        wall_s = time.perf_counter() - t0
+    hyps = [{ch: " ".join(s.text for s in r.segments if s.channel == ch) for ch in (0, 1)} for r in results]
+    stats = engine.stats.batches
+    sizes = [b.items for b in stats]
+    report = {
+        "name": name, "wall_s": wall_s, **score(calls, hyps),
+        "vad_s": sum(r.timings.get("vad_s", 0) for r in results),
+        "batches": len(stats), "batch_size_mean": float(np.mean(sizes)), "batch_size_max": max(sizes),
+        "padding_efficiency": engine.stats.padding_efficiency, "speech_efficiency": engine.stats.speech_efficiency,
+        "buckets_s": list(engine.buckets_s), "pool_mb": engine.pool.nbytes / 2**20,
+        "peak_mb": mem.peak / 2**20, "steady_mb": mem.after / 2**20,
+        "device_peak_mb": max(b.memory_peak_bytes for b in stats) / 2**20,
+        "device_reserved_mb": [round(b.memory_reserved_bytes / 2**20) for b in stats][-3:],
+    }
+    del engine
+    gc.collect()
+    return report
+
+
+def run_faster_whisper(model_dir: Path, calls: list[Call], device: str, threads: int) -> dict:
+    from faster_whisper import WhisperModel
+
+    compute = "int8" if device == "cpu" else "int8_float16"
+    model = WhisperModel(str(model_dir), device=device, compute_type=compute, cpu_threads=threads)
+    hyps = []
+    with RssSampler() as mem:
+        t0 = time.perf_counter()
+        for c in calls:
+            audio = load_call_audio(c.wav)
+            samples = resample(audio.samples, audio.sample_rate, 16_000)
+            hyp = {}
+            for ch in range(audio.channels):
+                segments, _ = model.transcribe(samples[ch], beam_size=1, vad_filter=True,
+                                               condition_on_previous_text=False, without_timestamps=True)
+                hyp[ch] = " ".join(s.text.strip() for s in segments)
+            hyps.append(hyp)
+        wall_s = time.perf_counter() - t0
+    return {"name": f"faster-whisper-{compute}", "wall_s": wall_s, **score(calls, hyps),
+            "peak_mb": mem.peak / 2**20, "steady_mb": mem.after / 2**20}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--minutes", type=float, default=4.0, help="call audio to generate")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", default="auto")
+    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--max-items", type=int, default=16)
+    parser.add_argument("--max-audio-s", type=float, default=240.0)
+    parser.add_argument("--cache-dir", default="~/.cache/callqa/models")
+    parser.add_argument("--skip", default="", help="comma-separated configuration names to skip")
+    parser.add_argument("--out", type=Path, help="write the JSON report here")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    calls = make_corpus(args.minutes * 60, args.seed)
+    audio_s = sum(c.duration_s for c in calls)
+    print(f"corpus: {len(calls)} calls, {audio_s:.0f} s ({audio_s / 60:.1f} min), "
+          f"lengths {sorted(round(c.duration_s) for c in calls)}", flush=True)
+    base = EngineOptions(device=args.device, dtype=args.dtype, threads=args.threads, cache_dir=Path(args.cache_dir),
+                         max_batch_items=args.max_items, max_batch_audio_s=args.max_audio_s)
+    configs = [
+        ("batched", base, False),
+        ("batched-10s", replace(base, buckets_s=(10.0, 20.0, 30.0)), False),
+        ("batched-30s", replace(base, buckets_s=FULL_CONTEXT_S), False),
+        ("single-30s", replace(base, buckets_s=FULL_CONTEXT_S, max_batch_items=1), True),
+    ]
+    skip = set(filter(None, args.skip.split(",")))
+    reports = []
+    for name, opts, one in configs:
+        if name not in skip:
+            reports.append(run_engine(name, opts, calls, one))
+            print(json.dumps(reports[-1]), flush=True)
+    if "faster-whisper" not in skip:
+        model_dir = _model_dir(base)
+        reports.append(run_faster_whisper(model_dir, calls, args.device, args.threads))
+        print(json.dumps(reports[-1]), flush=True)
+    for r in reports:
+        r["rtfx"] = audio_s / r["wall_s"]
+    print_table(reports, audio_s)
+    if args.out:
+        env = {"python": platform.python_version(), "torch": torch.__version__, "cpu": platform.processor(),
+               "threads": args.threads, "device": args.device, "dtype": args.dtype, "calls": len(calls),
+               "audio_s": audio_s, "seed": args.seed, "max_items": args.max_items, "max_audio_s": args.max_audio_s}
+        args.out.write_text(json.dumps({"environment": env, "results": reports}, indent=2))
+
+
+def _model_dir(opts: EngineOptions) -> Path:
+    from pipeline.asr.registry import lookup, resolve_files
+
+    return resolve_files(lookup(opts.model, opts.model_sha256), Path(opts.cache_dir).expanduser()).directory
+
+
+def print_table(reports: list[dict], audio_s: float) -> None:
+    print(f"\n{'config':<22}{'RTFx':>8}{'wall s':>9}{'WER en':>8}{'CER zh':>8}{'pad eff':>9}"
+          f"{'speech eff':>11}{'batch':>7}{'peak MB':>9}{'steady MB':>10}")
+    for r in reports:
+        print(f"{r['name']:<22}{r['rtfx']:>8.2f}{r['wall_s']:>9.1f}{r.get('wer_en', float('nan')):>8.3f}"
+              f"{r.get('cer_zh', float('nan')):>8.3f}{r.get('padding_efficiency', float('nan')):>9.2f}"
+              f"{r.get('speech_efficiency', float('nan')):>11.2f}{r.get('batch_size_mean', float('nan')):>7.1f}"
+              f"{r['peak_mb']:>9.0f}{r['steady_mb']:>10.0f}")
+    by = {r["name"]: r for r in reports}
+    print(f"\naudio: {audio_s:.0f} s; RTFx = call audio seconds / wall seconds")
+    for other in ("single-30s", "batched-30s", "faster-whisper-int8", "faster-whisper-int8_float16"):
+        if "batched" in by and other in by:
+            print(f"batched / {other}: {by['batched']['rtfx'] / by[other]['rtfx']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
