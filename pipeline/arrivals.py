@@ -43,7 +43,7 @@ class ArrivalPublisher:
     """Publish plain AudioArrived events (for systems that write storage themselves)."""
 
     def __init__(self, settings: Settings) -> None:
-        self.topic = settings.topic("audio.arrivals")
+        self.topic = settings.arrivals
         self.producer = Producer({**settings.kafka_common(), "enable.idempotence": True, "linger.ms": 5})
         metadata = self.producer.list_topics(self.topic, timeout=30)
         self.partitions = len(metadata.topics[self.topic].partitions)

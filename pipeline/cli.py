@@ -180,6 +180,97 @@ def router_cmd(app_id: Annotated[str, typer.Option(help="Faust app id (the consu
     faust.Worker(faust_app, loglevel=cfg.log_level.upper(), quiet=True).execute_from_commandline()
 
 
+# --- ASR workers, QA stage, embedded mode -----------------------------------------------------
+
+def load_engine(cfg: Settings, device: str = "auto", max_calls: int = 16, max_audio_s: float = 240.0):
+    from pipeline.asr import Engine, EngineOptions
+
+    return Engine.load(EngineOptions(
+        model=cfg.asr_model, cache_dir=cfg.cache_dir / "models", device=device, language=cfg.asr_language,
+        threads=cfg.asr_threads, max_batch_items=max_calls, max_batch_audio_s=max_audio_s))
+
+
+@app.command("worker")
+def worker_cmd(
+    bucket: Annotated[str, typer.Option(help="Duration bucket to consume (group asr-<bucket>).")],
+    device: Annotated[str, typer.Option(help="cpu | cuda[:N] | npu[:N] | mps | auto")] = "auto",
+    instance_id: Annotated[Optional[str], typer.Option(help="Static member id (default: host-device-bucket).")] = None,
+    window_ms: Annotated[int, typer.Option(help="Micro-batch window.")] = 50,
+    max_calls: Annotated[int, typer.Option(help="Calls per micro-batch.")] = 16,
+    max_audio_s: Annotated[float, typer.Option(help="Audio seconds per micro-batch.")] = 1800.0,
+) -> None:
+    """Run one ASR worker: audio.bucket.<bucket> → asr.transcripts, exactly once."""
+    import signal
+
+    from pipeline.worker import AsrWorker, WorkerOptions
+
+    cfg = settings()
+    if bucket not in cfg.bucket_names:
+        raise typer.BadParameter(f"unknown bucket {bucket!r}; configured: {list(cfg.bucket_names)}")
+    engine = load_engine(cfg, device)
+    worker = AsrWorker(cfg, WorkerOptions(bucket=bucket, device=engine.device.kind, instance_id=instance_id,
+                                          window_ms=window_ms, max_calls=max_calls, max_audio_s=max_audio_s), engine)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: worker.stopping.set())
+    worker.run()
+
+
+@app.command("qa")
+def qa_cmd(app_id: Annotated[str, typer.Option(help="Faust app id (the consumer group).")] = "callqa-qa") -> None:
+    """Run the QA stage: asr.transcripts → qa.findings (rule packs, PII redaction, scores)."""
+    import faust
+
+    from pipeline.qa_stage import create_app
+
+    cfg = settings()
+    faust.Worker(create_app(cfg, app_id), loglevel=cfg.log_level.upper(), quiet=True).execute_from_commandline()
+
+
+@app.command("report")
+def report_cmd(
+    findings: Annotated[Path, typer.Argument(help="findings.jsonl (QAResult events, one per line).")],
+    out: Annotated[Path, typer.Option(help="HTML file to write.")] = Path("report.html"),
+) -> None:
+    """Write the self-contained HTML compliance report."""
+    from pipeline.qa import read_results_jsonl, write_report
+
+    results = read_results_jsonl(findings.read_text().splitlines())
+    typer.echo(f"wrote {write_report(out, results)} ({len(results)} calls)")
+
+
+@app.command("run")
+def run_cmd(
+    paths: Annotated[list[str], typer.Argument(help="Files, folders (recursive) or s3://bucket/prefix.")],
+    out: Annotated[Path, typer.Option(help="Output folder.")] = Path("callqa-out"),
+    roles: Annotated[Optional[str], typer.Option(help="Channel roles, e.g. left=agent,right=customer.")] = None,
+    agent_id: Annotated[Optional[str], typer.Option(help="Agent id for every call.")] = None,
+    device: Annotated[str, typer.Option(help="cpu | cuda[:N] | npu[:N] | mps | auto")] = "auto",
+    max_calls: Annotated[int, typer.Option(help="Calls per batch.")] = 16,
+    max_audio_s: Annotated[float, typer.Option(help="Audio seconds per batch.")] = 600.0,
+    qa: Annotated[bool, typer.Option(help="Run the compliance rules too.")] = True,
+) -> None:
+    """Embedded mode: transcribe and check recordings in this process (no broker, no object store)."""
+    from pipeline.embedded import run_paths
+
+    cfg = settings()
+    summary = run_paths(cfg, paths, out, {k: v for k, v in {"roles": roles, "agent-id": agent_id}.items() if v},
+                        load_engine(cfg, device), max_calls, max_audio_s, qa)
+    typer.echo((out / "summary.txt").read_text())
+    typer.echo(f"outputs in {out}/ (transcripts.jsonl, findings.jsonl, dead_letters.jsonl, report.html)")
+    del summary
+
+
+@app.command("pipeline")
+def pipeline_cmd(
+    device: Annotated[str, typer.Option(help="Device for every worker.")] = "cpu",
+    bucket: Annotated[Optional[list[str]], typer.Option(help="Only these buckets' workers (repeatable).")] = None,
+) -> None:
+    """Run router + one worker per bucket + QA stage locally, until Ctrl-C (logs under <state_dir>/logs)."""
+    from pipeline.local_pipeline import run_local
+
+    raise typer.Exit(run_local(settings(), device, buckets=bucket))
+
+
 def run() -> None:
     try:
         app()

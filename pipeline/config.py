@@ -36,6 +36,8 @@ class Settings(BaseSettings):
     # Extra librdkafka properties for a real cluster (security.protocol, sasl.*, ...).
     kafka_config: dict[str, str] = Field(default_factory=dict)
     topic_prefix: str = ""
+    # Where arrivals are read from, when not the prefixed catalog name (e.g. one shared MinIO target).
+    arrivals_topic: str | None = None
     replication_factor: int | None = None  # None: the catalog's value
 
     s3_endpoint: str = "127.0.0.1:9000"
@@ -49,6 +51,14 @@ class Settings(BaseSettings):
     bucket_edges_s: tuple[float, ...] = (30.0, 120.0, 600.0)
     bucket_names: tuple[str, ...] = ("short", "medium", "long", "xlong")
     max_duration_s: float = 4 * 3600.0
+
+    # ASR engine (names a model in the registry; see pipeline/asr/registry.py)
+    asr_model: str = "whisper-base"
+    asr_language: str | None = None  # None: detect per channel
+    asr_threads: int | None = None
+
+    # QA rule packs added to the default pack (files or folders of YAML)
+    qa_rule_packs: tuple[Path, ...] = ()
 
     log_format: str = "auto"  # auto | json | console
     log_level: str = "info"
@@ -83,6 +93,10 @@ class Settings(BaseSettings):
     def topic(self, name: str) -> str:
         """The physical topic name of a catalog topic (the prefix isolates tenants and tests)."""
         return f"{self.topic_prefix}{name}"
+
+    @property
+    def arrivals(self) -> str:
+        return self.arrivals_topic or self.topic("audio.arrivals")
 
     def kafka_common(self) -> dict[str, Any]:
         """librdkafka properties shared by every client."""

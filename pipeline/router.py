@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import faust
+from faust.transport.consumer import TopicPartitionGroup
 from prometheus_client import Counter, Histogram
 
 from pipeline.config import Settings
@@ -40,7 +41,7 @@ PROBE_S = Histogram("callqa_router_probe_seconds", "Probe latency",
 
 def create_app(settings: Settings, app_id: str = "callqa-router") -> faust.App:
     """Build the Faust app; ``app.main()`` or ``app.worker`` runs it."""
-    arrivals_name = settings.topic("audio.arrivals")
+    arrivals_name = settings.arrivals
     bucket_names = {b: settings.topic(f"audio.bucket.{b}") for b in settings.bucket_names}
     # Read once at start: partitions added later are used after a restart.
     partition_counts = topic_partitions(settings, [arrivals_name, *bucket_names.values()])
@@ -51,15 +52,13 @@ def create_app(settings: Settings, app_id: str = "callqa-router") -> faust.App:
         broker=f"kafka://{settings.kafka_bootstrap}",
         store="memory://",
         processing_guarantee="exactly_once",
-        # Hold agent sends until the commit, so they join the transaction with the offsets
-        # and table writes (without it they are produced at once, outside any transaction).
-        stream_publish_on_commit=True,
         topic_replication_factor=settings.replication_factor or 1,
         topic_allow_declare=True,
         web_enabled=False,
         datadir=str(datadir),
         broker_commit_livelock_soft_timeout=60.0,
         consumer_auto_offset_reset="earliest",
+        broker_session_timeout=20.0,  # a killed member's partitions move on after 20 s, not 60
         topic_partitions=partition_counts[arrivals_name],  # the table is co-partitioned with arrivals
     )
     arrivals = app.topic(arrivals_name, key_type=bytes, value_type=bytes,
@@ -89,8 +88,8 @@ def create_app(settings: Settings, app_id: str = "callqa-router") -> faust.App:
             bound = log.bind(topic=msg.topic, partition=msg.partition, offset=msg.offset)
             if isinstance(outcome, Routed):
                 call = outcome.call
-                await bucket_topics[call.bucket].send(key=call.call_id.encode(), value=encode(call),
-                                                      partition=outcome.partition)
+                await send_in_source_transaction(app, msg, bucket_topics[call.bucket].get_topic_name(),
+                                                 call.call_id.encode(), encode(call), outcome.partition)
                 seen[outcome.dedup_key] = time.time()
                 ROUTED.labels(call.bucket).inc()
                 AUDIO_S.labels(call.bucket).inc(call.duration_s)
@@ -99,7 +98,8 @@ def create_app(settings: Settings, app_id: str = "callqa-router") -> faust.App:
                            out_partition=outcome.partition, duration_s=round(call.duration_s, 2),
                            probe_ms=call.probe_ms, total_ms=round((time.perf_counter() - started) * 1000, 2))
             elif isinstance(outcome, Dead):
-                await dlq.send(key=event.key, value=encode(outcome.letter))
+                await send_in_source_transaction(app, msg, dlq.get_topic_name(), event.key,
+                                                 encode(outcome.letter), None)
                 DEAD.labels(outcome.letter.reason).inc()
                 bound.warning("arrival_dead_lettered", reason=outcome.letter.reason,
                               message=outcome.letter.message)
@@ -108,6 +108,21 @@ def create_app(settings: Settings, app_id: str = "callqa-router") -> faust.App:
                 bound.debug("arrival_skipped", why=outcome.why)
 
     return app
+
+
+async def send_in_source_transaction(app: faust.App, source: faust.types.Message, topic: str,
+                                     key: bytes | None, value: bytes, partition: int | None) -> None:
+    """Produce inside the transaction of the source partition, beside its offsets and table writes.
+
+    Faust's own ``topic.send`` picks the transaction by the *destination* partition, which
+    is only right for co-partitioned topics; the router chooses destination partitions by
+    load, and a SIGKILL test showed duplicates that way. This keeps the output, the
+    de-duplication entry and the input offset in one transaction.
+    """
+    group = app.assignor.group_for_topic(source.topic)
+    transactional_id = app.consumer.transactions.transactional_id_format.format(
+        tpg=TopicPartitionGroup(source.topic, source.partition, group), group_id=app.conf.id)
+    await app.producer.send(topic, key, value, partition, None, None, transactional_id=transactional_id)
 
 
 def topic_partitions(settings: Settings, names: list[str]) -> dict[str, int]:

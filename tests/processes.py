@@ -22,6 +22,7 @@ def settings_env(settings: Settings, **extra: str) -> dict[str, str]:
         "CALLQA_S3_SECRET_KEY": settings.s3_secret_key.get_secret_value(),
         "CALLQA_RECORDINGS_BUCKET": settings.recordings_bucket,
         "CALLQA_TOPIC_PREFIX": settings.topic_prefix,
+        "CALLQA_ARRIVALS_TOPIC": settings.arrivals,
         "CALLQA_MAX_DURATION_S": str(settings.max_duration_s),
         "CALLQA_LOG_FORMAT": "json",
     })

@@ -61,7 +61,7 @@ EN_POOL = (
     "Is there anything else I can help you with today?",
     "Yes, I would also like to change my delivery address.",
     "Your new address has been saved and will be used from the next order.",
-    "The technician will visit on Monday morning between nine and twelve.",
+    "The technician will visit on Monday morning before lunch.",
     "Please keep your phone nearby in case the driver needs to call you.",
     "No, that is everything, thank you very much for your help.",
     "You are welcome, have a great day and goodbye.",

@@ -30,7 +30,8 @@ PROMPT_TOKENS = 3  # <|lang|><|transcribe|><|notimestamps|> after <|startoftrans
 
 @dataclass(frozen=True)
 class DecodeOptions:
-    """language: force one language code, or None to detect among ``candidate_languages``.
+    """language: force one language code, or None to detect among ``candidate_languages``
+    (empty: all of the model's languages).
 
     compact_fraction: compact the cache when at least this share of the live
     rows has finished (0 compacts at every finish; 1 never compacts early).
@@ -81,7 +82,8 @@ class GreedyDecoder:
         sp = tokenizer.special
         if opts.language is not None:
             tokenizer.language_id(opts.language)  # validate early
-        self.candidates = [tokenizer.language_id(c) for c in opts.candidate_languages]
+        # no candidates configured: every language the model knows
+        self.candidates = [tokenizer.language_id(c) for c in opts.candidate_languages] or list(sp.languages.values())
         n_vocab = model.dims.n_vocab
         suppress = torch.zeros(n_vocab, dtype=torch.bool)
         suppress[list(tokenizer.suppress_ids)] = True

@@ -142,7 +142,7 @@ class Engine:
         for batch in self._plan(windows):
             results, stats, wall_s = self._run_batch(batch)
             self.last_batch_stats.append(stats)
-            self.stats.batches.append(stats)
+            self.stats.add(stats)
             for item, result in zip(batch.items, results):
                 decoded[id(item)] = result
                 # charge the batch's wall time to calls in proportion to their audio in it

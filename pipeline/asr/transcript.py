@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections import deque
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
@@ -67,21 +68,29 @@ class BatchStats:
         return self.speech_s / self.computed_s if self.computed_s else 1.0
 
 
-@dataclass
 class EngineStats:
-    """Running totals over the engine's life (reset with :meth:`reset`)."""
+    """Running totals over the engine's life plus the most recent batches (bounded for long runs)."""
 
-    batches: list[BatchStats] = field(default_factory=list)
+    def __init__(self, keep_batches: int = 10_000) -> None:
+        self.batches: deque[BatchStats] = deque(maxlen=keep_batches)
+        self.reset()
+
+    def add(self, batch: BatchStats) -> None:
+        self.batches.append(batch)
+        self.n_batches += 1
+        self.audio_s += batch.audio_s
+        self.speech_s += batch.speech_s
+        self.computed_s += batch.computed_s
 
     @property
     def padding_efficiency(self) -> float:
-        computed = sum(b.computed_s for b in self.batches)
-        return sum(b.audio_s for b in self.batches) / computed if computed else 1.0
+        return self.audio_s / self.computed_s if self.computed_s else 1.0
 
     @property
     def speech_efficiency(self) -> float:
-        computed = sum(b.computed_s for b in self.batches)
-        return sum(b.speech_s for b in self.batches) / computed if computed else 1.0
+        return self.speech_s / self.computed_s if self.computed_s else 1.0
 
     def reset(self) -> None:
         self.batches.clear()
+        self.n_batches = 0
+        self.audio_s = self.speech_s = self.computed_s = 0.0

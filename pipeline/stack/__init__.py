@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +79,7 @@ def up(settings: Settings, kafka_port: int | None = None, minio_port: int | None
     minio_pid = minio.start(
         minio_binary, state_dir / "minio", minio_port, console_port,
         settings.s3_access_key, settings.s3_secret_key.get_secret_value(),
-        bootstrap, settings.topic("audio.arrivals"),
+        bootstrap, settings.arrivals,
     )
     minio.prepare_bucket(storage_client(conn), settings.recordings_bucket)
     timings["minio_s"] = time.monotonic() - t2
@@ -111,6 +111,21 @@ def down(settings: Settings) -> list[str]:
         (state_dir / STATE_FILE).unlink(missing_ok=True)
     (state_dir / STACK_ENV_FILE).unlink(missing_ok=True)
     return stopped
+
+
+def restart_kafka(settings: Settings) -> StackState:
+    """Stop the broker and start it again on the same ports and data (a broker restart drill)."""
+    state_dir = settings.state_dir.resolve()
+    state = _load_state(state_dir)
+    if state is None:
+        raise StackError(f"no stack in {state_dir}")
+    stop(state.kafka_pid, state.marker)
+    libs = kafka.ensure_jars(settings.cache_dir)
+    pid = kafka.start(libs, state_dir / "kafka", state.kafka_port, state.controller_port)
+    wait_for_broker(settings.model_copy(update={"kafka_bootstrap": f"127.0.0.1:{state.kafka_port}"}))
+    state = replace(state, kafka_pid=pid)
+    (state_dir / STATE_FILE).write_text(json.dumps(asdict(state), indent=2))
+    return state
 
 
 def status(settings: Settings) -> dict[str, Any]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import signal
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -143,15 +144,22 @@ def test_killed_router_routes_every_arrival_exactly_once(settings: Settings, rou
     client = storage_client(settings)
     data = audio.write(tmp_path / "k.wav", 1.0, 8000).read_bytes()
     n = 300
-    for i in range(n):
-        client.put_object(settings.recordings_bucket, f"k/{i:04d}.wav", io.BytesIO(data), len(data))
+
+    def upload() -> None:  # a stream of arrivals, about 25 a second
+        for i in range(n):
+            client.put_object(settings.recordings_bucket, f"k/{i:04d}.wav", io.BytesIO(data), len(data))
+            time.sleep(0.04)
+
     first = router("first")
-    deadline = time.monotonic() + 60
+    uploader = threading.Thread(target=upload)
+    uploader.start()
+    deadline = time.monotonic() + 90
     while time.monotonic() < deadline and len(ours(settings, reader)) < 40:
         reader.poll(0.2)
     first.send_signal(signal.SIGKILL)
     first.wait()
-    assert len(ours(settings, reader)) < n, "the router finished before it could be killed"
+    assert 0 < len(ours(settings, reader)) < n, "the router was not killed in the middle of the stream"
+    uploader.join()
     router("second")
     calls = routed(settings, reader, want=n, timeout_s=180, settle_s=8)
     counts = Counter(c.call_id for c in calls)

@@ -1,0 +1,241 @@
+"""Embedded mode: the whole pipeline in one process, no broker, no object store.
+
+The same stages as the distributed pipeline — routing stage (probe, validate,
+bucket), batch budget, fetch + decode, engine, QA rules — chained in memory over
+local files (or an ``s3://bucket/prefix``). Outputs in ``--out``:
+
+- ``transcripts.jsonl`` — Transcript events, as on asr.transcripts;
+- ``findings.jsonl`` — QAResult events, as on qa.findings;
+- ``dead_letters.jsonl`` — every file that could not be processed, with its reason;
+- ``summary.txt`` and ``report.html``.
+
+Outputs are appended and flushed batch by batch, so a rerun skips what is done.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+from pipeline.asr import Engine
+from pipeline.batching import BatchBudget
+from pipeline.events import AudioArrived, DeadLetter, ObjectRef, QAResult, RoutedCall, Transcript, decode, encode
+from pipeline.fetch import Failed, Fetcher, Ready
+from pipeline.qa import QAEngine, write_report
+from pipeline.qa.model import CallQAResult
+from pipeline.router_stage import ArrivalRouter, Dead, Routed
+from pipeline.routing import Buckets
+from pipeline.storage import ObjectStore
+
+TRANSCRIPTS, FINDINGS, DEAD_LETTERS = "transcripts.jsonl", "findings.jsonl", "dead_letters.jsonl"
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    out_dir: Path
+    buckets: Buckets
+    budget: BatchBudget
+    max_duration_s: float = 4 * 3600.0
+    metadata: dict[str, str] = field(default_factory=dict)  # e.g. roles, agent-id for every file
+
+
+@dataclass
+class RunSummary:
+    calls: int = 0
+    skipped_done: int = 0
+    transcribed: int = 0
+    dead: int = 0
+    audio_s: float = 0.0
+    wall_s: float = 0.0
+    reasons: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def rtfx(self) -> float:
+        return self.audio_s / self.wall_s if self.wall_s else 0.0
+
+
+Progress = Callable[[float, int], None]  # (audio seconds just finished, calls just finished)
+
+
+class EmbeddedRunner:
+    def __init__(self, opts: RunOptions, store: ObjectStore, engine: Engine, qa: QAEngine | None) -> None:
+        self.opts, self.store, self.engine, self.qa = opts, store, engine, qa
+        self.router = ArrivalRouter(store=store, buckets=opts.buckets, partitions_of=lambda bucket: 1,
+                                    max_duration_s=opts.max_duration_s)
+        self.fetcher = Fetcher(store)
+
+    def route_all(self, refs: Iterable[ObjectRef], summary: RunSummary) -> tuple[list[RoutedCall], list[DeadLetter]]:
+        """Probe every input; what is already transcribed (same content) is skipped."""
+        done = _done_identities(self.opts.out_dir / TRANSCRIPTS)
+        routed, dead = [], []
+        for ref in refs:
+            payload = encode(AudioArrived(object=ref, metadata=self.opts.metadata))
+            outcome = self.router.route(payload, ref.key.encode(), seen=done)
+            summary.calls += 1
+            if isinstance(outcome, Routed):
+                routed.append(outcome.call)
+            elif isinstance(outcome, Dead):
+                dead.append(outcome.letter)
+            else:
+                summary.skipped_done += 1
+        return routed, dead
+
+    def run(self, refs: Iterable[ObjectRef], progress: Callable[[list[RoutedCall]], Progress]) -> RunSummary:
+        started = time.perf_counter()
+        summary = RunSummary()
+        self.opts.out_dir.mkdir(parents=True, exist_ok=True)
+        routed, dead = self.route_all(refs, summary)
+        on_done = progress(routed)
+        with _open(self.opts.out_dir / TRANSCRIPTS) as t_out, _open(self.opts.out_dir / FINDINGS) as f_out, \
+                _open(self.opts.out_dir / DEAD_LETTERS) as d_out:
+            listed = {(d.original_key, d.reason) for d in map(lambda l: decode(l, DeadLetter), _lines(
+                self.opts.out_dir / DEAD_LETTERS))}
+            for letter in dead:
+                if (letter.original_key, letter.reason) not in listed:  # a rerun lists each bad file once
+                    _write(d_out, letter, summary)
+            for batch in self._batches(routed):
+                results = self.fetcher.fetch_all([(c.call_id, c, encode(c), None) for c in batch])
+                ready = [r for r in results if isinstance(r, Ready)]
+                for failed in (r for r in results if isinstance(r, Failed)):
+                    _write(d_out, failed.letter, summary)
+                self._transcribe(ready, t_out, f_out, summary)
+                on_done(sum(c.duration_s for c in batch), len(batch))
+        summary.wall_s = time.perf_counter() - started
+        self._finish(summary)
+        return summary
+
+    def _batches(self, calls: list[RoutedCall]) -> Iterable[list[RoutedCall]]:
+        """Calls of one duration bucket batch together, longest first, under the budget."""
+        by_bucket: dict[str, list[RoutedCall]] = {}
+        for call in calls:
+            by_bucket.setdefault(call.bucket, []).append(call)
+        for bucket in self.opts.buckets.names:
+            batch: list[RoutedCall] = []
+            for call in sorted(by_bucket.get(bucket, []), key=lambda c: -c.duration_s):
+                if not self.opts.budget.admits(len(batch), sum(c.duration_s for c in batch), call.duration_s):
+                    yield batch
+                    batch = []
+                batch.append(call)
+            if batch:
+                yield batch
+
+    def _transcribe(self, ready: list[Ready], t_out: IO[bytes], f_out: IO[bytes], summary: RunSummary) -> None:
+        if not ready:
+            return
+        from pipeline.transcripts import to_transcript
+
+        results = self.engine.transcribe_batch([r.audio for r in ready])
+        for r, result in zip(ready, results):
+            transcript = to_transcript(r.call, result, {"fetch_s": r.fetch_s})
+            if self.qa is not None:  # findings first: a transcript line marks the call done
+                _write(f_out, QAResult(**self.qa.evaluate(transcript).to_dict()), summary)
+            _write(t_out, transcript, summary)
+            summary.transcribed += 1
+            summary.audio_s += r.call.duration_s
+
+    def _finish(self, summary: RunSummary) -> None:
+        out = self.opts.out_dir
+        results = [CallQAResult.from_dict(orjson.loads(line)) for line in _lines(out / FINDINGS)]
+        if self.qa is not None:
+            write_report(out / "report.html", results)
+        dead = [decode(line, DeadLetter) for line in _lines(out / DEAD_LETTERS)]
+        for letter in dead:
+            summary.reasons[letter.reason] = summary.reasons.get(letter.reason, 0) + 1
+        (out / "summary.txt").write_text(render_summary(summary, results, dead))
+
+
+def render_summary(summary: RunSummary, results: list[CallQAResult], dead: list[DeadLetter]) -> str:
+    lines = [
+        f"calls seen: {summary.calls}  transcribed now: {summary.transcribed}  "
+        f"already done: {summary.skipped_done}  failed: {len(dead)}",
+        f"audio transcribed now: {summary.audio_s / 3600:.3f} h in {summary.wall_s:.1f} s (RTFx {summary.rtfx:.1f})",
+    ]
+    if results:
+        scores = sorted(results, key=lambda r: r.score)
+        lines.append(f"QA: {len(results)} calls, mean score {sum(r.score for r in results) / len(results):.1f}")
+        for r in scores[:10]:
+            rules = ", ".join(sorted({f.rule_id for f in r.findings})) or "clean"
+            lines.append(f"  {r.score:5.1f}  {r.call_id}  {rules}")
+    if dead:
+        lines.append("not processed:")
+        lines += [f"  {d.original_key}: {d.reason} ({d.message})" for d in dead]
+    return "\n".join(lines) + "\n"
+
+
+def _done_identities(path: Path) -> dict[str, float]:
+    """Dedup keys (as the routing stage computes them) of calls already transcribed."""
+    done = {}
+    for line in _lines(path):
+        t = decode(line, Transcript)
+        done[f"{t.object.bucket}/{t.object.key}#{t.object.etag or t.object.version_id or ''}"] = 0.0
+    return done
+
+
+def _lines(path: Path) -> list[bytes]:
+    if not path.exists():
+        return []
+    return [line for line in path.read_bytes().splitlines() if line.strip()]
+
+
+def _open(path: Path) -> IO[bytes]:
+    return open(path, "ab")
+
+
+def _write(out: IO[bytes], event: Any, summary: RunSummary) -> None:
+    out.write(encode(event) + b"\n")
+    out.flush()
+    if isinstance(event, DeadLetter):
+        summary.dead += 1
+
+
+def input_refs(paths: list[str], settings: Any) -> tuple[ObjectStore, list[ObjectRef]]:
+    """Local files and folders, or one ``s3://bucket/prefix`` (listed through the configured endpoint)."""
+    from pipeline.arrivals import find_recordings
+    from pipeline.storage import FileStore, MinioStore, storage_client
+
+    remote = [p for p in paths if p.startswith("s3://")]
+    if remote:
+        if len(remote) != len(paths):
+            raise ValueError("mix of s3:// and local inputs: run them separately")
+        client = storage_client(settings)
+        refs = []
+        for url in remote:
+            bucket, _, prefix = url.removeprefix("s3://").partition("/")
+            refs += [ObjectRef(bucket=bucket, key=o.object_name)
+                     for o in client.list_objects(bucket, prefix=prefix, recursive=True) if not o.is_dir]
+        return MinioStore(client), refs
+    return FileStore(), [FileStore.ref_for(p) for p in find_recordings([Path(p) for p in paths])]
+
+
+def run_paths(settings: Any, paths: list[str], out_dir: Path, metadata: dict[str, str], engine: Engine,
+              max_calls: int, max_audio_s: float, with_qa: bool) -> RunSummary:
+    """The ``callqa run`` job, with a progress bar of audio hours, throughput and ETA."""
+    from tqdm import tqdm
+
+    store, refs = input_refs(paths, settings)
+    qa = QAEngine.from_paths(list(settings.qa_rule_packs)) if with_qa else None
+    opts = RunOptions(out_dir=out_dir, buckets=Buckets(settings.bucket_edges_s, settings.bucket_names),
+                      budget=BatchBudget(max_calls, max_audio_s), max_duration_s=settings.max_duration_s,
+                      metadata=metadata)
+    bars: list[tqdm] = []
+
+    def progress(calls: list[RoutedCall]) -> Progress:
+        total_s = sum(c.duration_s for c in calls)
+        # The rate shown is audio seconds per wall second: the real-time factor (RTFx).
+        bar = tqdm(total=round(total_s, 1), unit="audio-s", dynamic_ncols=True,
+                   desc=f"{len(calls)} calls, {total_s / 3600:.2f} audio-h",
+                   bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total:.0f} audio-s "
+                              "[{elapsed}<{remaining}, RTFx {rate:.1f}]")
+        bars.append(bar)
+        return lambda audio_s, n: bar.update(round(audio_s, 1))
+
+    try:
+        return EmbeddedRunner(opts, store, engine, qa).run(refs, progress)
+    finally:
+        for bar in bars:
+            bar.close()

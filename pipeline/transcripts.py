@@ -1,0 +1,36 @@
+"""From the engine's result to the Transcript event (shared by the Kafka worker and the embedded runner)."""
+
+from __future__ import annotations
+
+from pipeline.asr import CallAudio, CallTranscript
+from pipeline.events import ModelInfo, RoutedCall, Segment, Transcript
+
+
+def roles_by_channel(call: RoutedCall) -> dict[int, str]:
+    return {int(channel): role for channel, role in call.roles.items()}
+
+
+def to_transcript(call: RoutedCall, result: CallTranscript, extra_timings: dict[str, float] | None = None) -> Transcript:
+    return Transcript(
+        call_id=call.call_id,
+        object=call.object,
+        agent_id=call.agent_id,
+        duration_s=round(call.duration_s, 3),
+        channels=call.channels,
+        languages={str(ch): lang for ch, lang in result.languages.items()},
+        segments=[
+            Segment(role=s.role, channel=s.channel, start_s=round(s.start_s, 3), end_s=round(s.end_s, 3),
+                    text=s.text)
+            for s in result.segments
+        ],
+        model=ModelInfo(name=result.model_name, version=result.model_version),
+        timings={k: round(v, 4) for k, v in {**result.timings, **(extra_timings or {})}.items()},
+        metadata=call.metadata,
+    )
+
+
+def audio_for(call: RoutedCall, audio: CallAudio) -> CallAudio:
+    """The decoded audio under the call's id (the engine reports results by it)."""
+    if audio.call_id == call.call_id:
+        return audio
+    return CallAudio(call_id=call.call_id, samples=audio.samples, sample_rate=audio.sample_rate, roles=audio.roles)

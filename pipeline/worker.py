@@ -1,0 +1,297 @@
+"""ASR worker: a confluent-kafka consumer group per duration bucket, exactly once.
+
+One process per accelerator, in group ``asr-<bucket>``. The loop:
+
+1. gather RoutedCalls for at most ``window_ms`` or until the batch budget is full;
+2. fetch + decode their audio concurrently, while the engine computes the previous batch;
+3. transcribe the batch, then in one transaction produce every Transcript (and the
+   dead letters of calls that failed) and commit the batch's input offsets.
+
+While the engine computes, the consumer is paused and keeps polling, so heartbeats and
+``max.poll.interval.ms`` hold during long batches. An abortable transaction error aborts
+and rewinds to the committed offsets; nothing is produced twice or lost.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+
+from pipeline.asr import Engine
+from pipeline.batching import BatchBudget
+from pipeline.config import Settings
+from pipeline.errors import DecodeError
+from pipeline.events import DeadLetter, RoutedCall, SourcePosition, Transcript, decode, encode
+from pipeline.fetch import Failed, Fetcher, Ready
+from pipeline.logs import get_logger
+from pipeline.storage import MinioStore, storage_client
+from pipeline.transcripts import to_transcript
+from pipeline.worker_metrics import WorkerMetrics
+
+log = get_logger("callqa.worker")
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    bucket: str
+    device: str = "cpu"
+    instance_id: str | None = None  # static membership id; default host + device + bucket
+    window_ms: int = 50
+    max_calls: int = 16
+    max_audio_s: float = 1800.0
+    fetch_threads: int = 4
+    session_timeout_ms: int = 15000
+    transaction_timeout_ms: int = 300000
+
+    @property
+    def member_id(self) -> str:
+        return self.instance_id or f"{socket.gethostname()}-{self.device}-{self.bucket}"
+
+
+@dataclass
+class _Prepared:
+    messages: list[Message]
+    ready: list[Ready]
+    failed: list[Failed]
+
+
+class AsrWorker:
+    def __init__(self, settings: Settings, opts: WorkerOptions, engine: Engine) -> None:
+        self.settings, self.opts, self.engine = settings, opts, engine
+        self.budget = BatchBudget(opts.max_calls, opts.max_audio_s)
+        self.input_topic = settings.topic(f"audio.bucket.{opts.bucket}")
+        self.output_topic = settings.topic("asr.transcripts")
+        self.dlq_topic = settings.topic("asr.dlq")
+        self.fetcher = Fetcher(MinioStore(storage_client(settings)), opts.fetch_threads)
+        self.compute = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine")
+        self.prepare_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prepare")
+        self.metrics = WorkerMetrics(opts.bucket)
+        self.pending: deque[Message] = deque()
+        self.revoked: set[tuple[str, int]] = set()
+        self.stopping = threading.Event()
+        self.consumer: Consumer | None = None
+        self.producer: Producer | None = None
+
+    # -- clients (created in the process that uses them, after any fork) -------------------
+
+    def _connect(self) -> None:
+        common = self.settings.kafka_common()
+        self.consumer = Consumer({
+            **common,
+            "group.id": self.settings.topic(f"asr-{self.opts.bucket}"),
+            "group.instance.id": self.opts.member_id,
+            "partition.assignment.strategy": "cooperative-sticky",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": self.opts.session_timeout_ms,
+            "max.poll.interval.ms": 600000,
+        })
+        self.consumer.subscribe([self.input_topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
+                                on_lost=self._on_revoke)
+        self._new_producer()
+
+    def _new_producer(self) -> None:
+        self.producer = Producer({
+            **self.settings.kafka_common(),
+            "transactional.id": self.settings.topic(f"callqa-asr-{self.opts.bucket}-{self.opts.member_id}"),
+            "transaction.timeout.ms": self.opts.transaction_timeout_ms,
+            "linger.ms": 5,
+        })
+        self.producer.init_transactions(60)  # fences a previous incarnation, aborting its open transaction
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self.revoked -= {(p.topic, p.partition) for p in partitions}
+        log.info("partitions_assigned", partitions=[p.partition for p in partitions])
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        gone = {(p.topic, p.partition) for p in partitions}
+        self.revoked |= gone
+        self.pending = deque(m for m in self.pending if (m.topic(), m.partition()) not in gone)
+        log.info("partitions_revoked", partitions=[p.partition for p in partitions])
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    def run(self) -> None:
+        self._connect()
+        log.info("worker_started", bucket=self.opts.bucket, member=self.opts.member_id, topic=self.input_topic)
+        next_batch: Future[_Prepared] | None = None
+        try:
+            while not self.stopping.is_set():
+                if next_batch is None:
+                    next_batch = self._prefetch()
+                    if next_batch is None:
+                        continue
+                wait_start = time.perf_counter()
+                batch = next_batch.result()
+                self.metrics.storage_wait_s.inc(time.perf_counter() - wait_start)
+                compute = self.compute.submit(self._transcribe, batch)
+                next_batch = None if self.stopping.is_set() else self._prefetch()
+                transcripts = self._wait_polling(compute)
+                if not self._commit(batch, transcripts) and next_batch is not None:
+                    # Rewound to the committed offsets: the prefetched calls will be delivered again.
+                    next_batch.cancel()
+                    next_batch = None
+        finally:
+            self._close()
+
+    def _gather(self) -> list[Message]:
+        """Up to the budget, within one window; leftovers wait in ``pending`` for the next batch."""
+        deadline = time.monotonic() + self.opts.window_ms / 1000
+        while len(self.pending) < self.opts.max_calls and time.monotonic() < deadline:
+            got = self.consumer.consume(self.opts.max_calls, timeout=max(0.0, deadline - time.monotonic()))
+            for msg in got:
+                if msg.error():
+                    if msg.error().code() != KafkaError._PARTITION_EOF:
+                        log.warning("consume_error", error=str(msg.error()))
+                    continue
+                self.pending.append(msg)
+        taken: list[Message] = []
+        audio_s = 0.0
+        while self.pending:
+            cost = _duration_of(self.pending[0])
+            if not self.budget.admits(len(taken), audio_s, cost):
+                break
+            taken.append(self.pending.popleft())
+            audio_s += cost
+        return taken
+
+    def _prefetch(self) -> Future[_Prepared] | None:
+        messages = self._gather()
+        if not messages:
+            return None
+        return self.prepare_pool.submit(self._prepare, messages)
+
+    def _prepare(self, messages: list[Message]) -> _Prepared:
+        items, failed = [], []
+        for msg in messages:
+            source = SourcePosition(topic=msg.topic(), partition=msg.partition(), offset=msg.offset())
+            try:
+                items.append((msg, decode(msg.value(), RoutedCall), msg.value(), source))
+            except DecodeError as exc:
+                failed.append(Failed(msg, DeadLetter.of(payload=msg.value(), key=msg.key(), stage="asr",
+                                                        reason="malformed_event", message=str(exc), source=source)))
+        results = [self.fetcher.fetch_one(*item) for item in items] if len(items) < 2 else self.fetcher.fetch_all(items)
+        return _Prepared(messages, [r for r in results if isinstance(r, Ready)],
+                         failed + [r for r in results if isinstance(r, Failed)])
+
+    def _transcribe(self, batch: _Prepared) -> list[Transcript]:
+        if not batch.ready:
+            return []
+        started = time.perf_counter()
+        try:
+            results = self.engine.transcribe_batch([r.audio for r in batch.ready])
+        except Exception as exc:  # noqa: BLE001 - find the call at fault, keep the others
+            log.warning("batch_failed", error=repr(exc), calls=len(batch.ready))
+            return self._transcribe_one_by_one(batch)
+        wall_s = time.perf_counter() - started
+        self.metrics.observe_batch(batch.ready, self.engine.last_batch_stats, wall_s)
+        return [to_transcript(r.call, res, {"fetch_s": r.fetch_s, "batch_wall_s": wall_s})
+                for r, res in zip(batch.ready, results)]
+
+    def _transcribe_one_by_one(self, batch: _Prepared) -> list[Transcript]:
+        out, ok = [], []
+        for r in batch.ready:
+            try:
+                out.append(to_transcript(r.call, self.engine.transcribe(r.audio), {"fetch_s": r.fetch_s}))
+                ok.append(r)
+            except Exception as exc:  # noqa: BLE001 - one bad call must not stop the worker
+                batch.failed.append(Failed(r.tag, DeadLetter.of(
+                    payload=r.tag.value(), key=r.tag.key(), reason="asr_failed", message=repr(exc), stage="asr",
+                    source=SourcePosition(topic=r.tag.topic(), partition=r.tag.partition(), offset=r.tag.offset()))))
+        batch.ready[:] = ok
+        return out
+
+    def _wait_polling(self, compute: Future[list[Transcript]]) -> list[Transcript]:
+        """Keep the group membership alive while the engine computes; buffer what arrives."""
+        assignment = self.consumer.assignment()
+        self.consumer.pause(assignment)
+        try:
+            while not compute.done():
+                msg = self.consumer.poll(0.1)
+                if msg is not None and not msg.error():
+                    self.pending.append(msg)  # from a partition assigned while paused
+        finally:
+            self.consumer.resume(self.consumer.assignment())
+        return compute.result()
+
+    def _commit(self, batch: _Prepared, transcripts: list[Transcript]) -> bool:
+        """Produce the batch's outputs and commit its offsets in one transaction.
+        False when the transaction was aborted and the consumer rewound."""
+        live = [m for m in batch.messages if (m.topic(), m.partition()) not in self.revoked]
+        if len(live) < len(batch.messages):
+            log.info("batch_partly_revoked", dropped=len(batch.messages) - len(live))
+        keep = {(m.topic(), m.partition(), m.offset()) for m in live}
+        offsets: dict[tuple[str, int], int] = {}
+        for m in live:
+            key = (m.topic(), m.partition())
+            offsets[key] = max(offsets.get(key, -1), m.offset() + 1)
+        if not offsets:
+            return True
+        by_call = {t.call_id: t for t in transcripts}
+        try:
+            self.producer.begin_transaction()
+            for ready in batch.ready:
+                if _pos(ready.tag) in keep:
+                    t = by_call[ready.call.call_id]
+                    self.producer.produce(self.output_topic, key=t.call_id.encode(), value=encode(t))
+            for failed in batch.failed:
+                if _pos(failed.tag) in keep:
+                    self.producer.produce(self.dlq_topic, key=failed.tag.key(), value=encode(failed.letter))
+            self.producer.send_offsets_to_transaction(
+                [TopicPartition(t, p, o) for (t, p), o in offsets.items()],
+                self.consumer.consumer_group_metadata(), 60)
+            self.producer.commit_transaction(60)
+        except KafkaException as exc:
+            self._recover(exc)
+            return False
+        self.metrics.committed(len(transcripts), len(batch.failed))
+        for failed in batch.failed:
+            log.warning("call_dead_lettered", call_id=failed.letter.original_key, reason=failed.letter.reason,
+                        partition=failed.tag.partition(), offset=failed.tag.offset())
+        return True
+
+    def _recover(self, exc: KafkaException) -> None:
+        """Abort and re-read from the committed position; a fatal error gets a fresh producer."""
+        err = exc.args[0]
+        log.warning("transaction_failed", error=str(err), abortable=err.txn_requires_abort(), fatal=err.fatal())
+        self.metrics.aborts.inc()
+        if err.fatal():
+            self._new_producer()
+        else:
+            try:
+                self.producer.abort_transaction(60)
+            except KafkaException as abort_exc:
+                log.warning("transaction_abort_failed", error=str(abort_exc))
+                self._new_producer()
+        self.pending.clear()
+        assignment = self.consumer.assignment()
+        if assignment:
+            for tp in self.consumer.committed(assignment, timeout=30):
+                self.consumer.seek(TopicPartition(tp.topic, tp.partition, max(tp.offset, 0)))
+
+    def _close(self) -> None:
+        self.fetcher.close()
+        self.prepare_pool.shutdown(wait=False, cancel_futures=True)
+        self.compute.shutdown(wait=True)
+        if self.consumer is not None:
+            self.consumer.close()
+        log.info("worker_stopped", bucket=self.opts.bucket)
+
+
+def _pos(msg: Message) -> tuple[str, int, int]:
+    return msg.topic(), msg.partition(), msg.offset()
+
+
+def _duration_of(msg: Message) -> float:
+    """Budget cost of a queued call; undecodable values cost nothing (they go to the DLQ)."""
+    try:
+        return decode(msg.value(), RoutedCall).duration_s
+    except DecodeError:
+        return 0.0
