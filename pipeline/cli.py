@@ -37,6 +37,10 @@ def main(
 def settings() -> Settings:
     loaded = load_settings()
     configure_logging(loaded.log_format, loaded.log_level)
+    if loaded.metrics_port:
+        from prometheus_client import start_http_server
+
+        start_http_server(loaded.metrics_port, addr="127.0.0.1")
     return loaded
 
 

@@ -60,6 +60,8 @@ class Settings(BaseSettings):
     # QA rule packs added to the default pack (files or folders of YAML)
     qa_rule_packs: tuple[Path, ...] = ()
 
+    metrics_port: int | None = None  # Prometheus /metrics of a stage process, when set
+
     log_format: str = "auto"  # auto | json | console
     log_level: str = "info"
 

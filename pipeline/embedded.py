@@ -230,7 +230,7 @@ def run_paths(settings: Any, paths: list[str], out_dir: Path, metadata: dict[str
         bar = tqdm(total=round(total_s, 1), unit="audio-s", dynamic_ncols=True,
                    desc=f"{len(calls)} calls, {total_s / 3600:.2f} audio-h",
                    bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total:.0f} audio-s "
-                              "[{elapsed}<{remaining}, RTFx {rate:.1f}]")
+                              "[{elapsed}<{remaining}, {rate_fmt}]")
         bars.append(bar)
         return lambda audio_s, n: bar.update(round(audio_s, 1))
 

@@ -252,10 +252,17 @@ class AsrWorker:
             self._recover(exc)
             return False
         self.metrics.committed(len(transcripts), len(batch.failed))
+        self._report_lag(offsets)
         for failed in batch.failed:
             log.warning("call_dead_lettered", call_id=failed.letter.original_key, reason=failed.letter.reason,
                         partition=failed.tag.partition(), offset=failed.tag.offset())
         return True
+
+    def _report_lag(self, committed: dict[tuple[str, int], int]) -> None:
+        for (topic, partition), offset in committed.items():
+            _, high = self.consumer.get_watermark_offsets(TopicPartition(topic, partition), cached=True)
+            if high >= 0:
+                self.metrics.lag(partition, max(0, high - offset))
 
     def _recover(self, exc: KafkaException) -> None:
         """Abort and re-read from the committed position; a fatal error gets a fresh producer."""

@@ -21,6 +21,7 @@ _WAIT_S = Counter("callqa_asr_storage_wait_seconds_total", "Seconds the engine w
 _FILL = Histogram("callqa_asr_batch_calls", "Calls per batch", ["bucket"], buckets=(1, 2, 4, 8, 16, 32, 64))
 _PADDING = Gauge("callqa_asr_padding_efficiency", "Audio frames / computed frames, last batch", ["bucket"])
 _RTFX = Gauge("callqa_asr_rtfx", "Audio seconds per wall second, last batch", ["bucket"])
+_LAG = Gauge("callqa_asr_consumer_lag", "Messages behind the high watermark", ["bucket", "partition"])
 _MEMORY = Gauge("callqa_asr_device_memory_bytes", "Device memory after the last batch", ["bucket", "kind"])
 
 
@@ -47,6 +48,9 @@ class WorkerMetrics:
                  model_batches=len(stats), padding_efficiency=round(padding, 3), wall_s=round(wall_s, 3),
                  rtfx=round(audio_s / wall_s, 2) if wall_s else None,
                  memory_allocated=stats[-1].memory_allocated_bytes if stats else None)
+
+    def lag(self, partition: int, messages: int) -> None:
+        _LAG.labels(self.bucket, str(partition)).set(messages)
 
     def committed(self, calls: int, dead: int) -> None:
         _CALLS.labels(self.bucket).inc(calls)

@@ -1,0 +1,70 @@
+"""Embedded mode on the bundled sample calls: outputs, bad files listed, resume after a crash."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import orjson
+import pytest
+
+from pipeline.asr import Engine, EngineOptions
+from pipeline.batching import BatchBudget
+from pipeline.embedded import DEAD_LETTERS, FINDINGS, TRANSCRIPTS, EmbeddedRunner, RunOptions
+from pipeline.qa import QAEngine
+from pipeline.routing import Buckets
+from pipeline.storage import FileStore
+
+SAMPLES = Path(__file__).resolve().parent.parent / "fixtures" / "calls"
+
+
+@pytest.fixture(scope="module")
+def engine() -> Engine:
+    return Engine.load(EngineOptions(device="cpu", max_batch_items=8, max_batch_audio_s=240.0))
+
+
+def run(engine: Engine, inputs: list[Path], out: Path):
+    opts = RunOptions(out_dir=out, buckets=Buckets((30.0, 120.0, 600.0), ("short", "medium", "long", "xlong")),
+                      budget=BatchBudget(8, 240.0), metadata={"roles": "left=agent,right=customer"})
+    runner = EmbeddedRunner(opts, FileStore(), engine, QAEngine.from_paths([]))
+    done: list[tuple[float, int]] = []
+    summary = runner.run([FileStore.ref_for(p) for p in inputs], lambda calls: lambda s, n: done.append((s, n)))
+    return summary, done
+
+
+def lines(path: Path) -> list[dict]:
+    return [orjson.loads(line) for line in path.read_bytes().splitlines()] if path.exists() else []
+
+
+def test_run_resume_and_bad_files(engine: Engine, tmp_path: Path) -> None:
+    calls = tmp_path / "in"
+    calls.mkdir()
+    for name in ("sample-02-no-notice.wav", "sample-03-mis-selling.wav"):
+        shutil.copy(SAMPLES / name, calls / name)
+    (calls / "broken.wav").write_bytes(b"RIFF\x10\x00\x00\x00WAVEnonsense")
+    out = tmp_path / "out"
+    inputs = sorted(calls.iterdir())
+
+    summary, progress = run(engine, inputs, out)
+    assert (summary.calls, summary.transcribed, summary.dead) == (3, 2, 1)
+    assert sum(n for _, n in progress) == 2
+    transcripts = {t["call_id"]: t for t in lines(out / TRANSCRIPTS)}
+    assert set(transcripts) == {"sample-02-no-notice", "sample-03-mis-selling"}
+    t = transcripts["sample-03-mis-selling"]
+    assert {s["role"] for s in t["segments"]} == {"agent", "customer"}
+    assert "guaranteed" in " ".join(s["text"] for s in t["segments"] if s["role"] == "agent").lower()
+    findings = {f["call_id"]: {x["rule_id"] for x in f["findings"]} for f in lines(out / FINDINGS)}
+    assert "misselling.guaranteed_returns" in findings["sample-03-mis-selling"]
+    assert "disclosure.recording_notice" in findings["sample-02-no-notice"]
+    assert [d["reason"] for d in lines(out / DEAD_LETTERS)] == ["corrupt_header"]
+    assert "broken.wav: corrupt_header" in (out / "summary.txt").read_text()
+    assert "<svg" in (out / "report.html").read_text()
+
+    # A rerun (say after a crash) transcribes nothing again and lists the bad file once.
+    summary, progress = run(engine, inputs, out)
+    assert (summary.skipped_done, summary.transcribed) == (2, 0)
+    assert len(lines(out / TRANSCRIPTS)) == 2 and len(lines(out / DEAD_LETTERS)) == 1
+    # A changed file is new work.
+    shutil.copy(SAMPLES / "sample-01-clean.wav", calls / "sample-02-no-notice.wav")
+    summary, _ = run(engine, inputs, out)
+    assert summary.transcribed == 1
