@@ -16,6 +16,7 @@ Memory is process RSS on CPU (device allocator figures on accelerators).
 
   python tools/bench_engine.py --minutes 4 --out bench.json          # CPU, this machine
   python tools/bench_engine.py --device cuda --dtype bfloat16         # GPU run
+  python tools/bench_engine.py --context-study                        # WER cost of shortened context
 """
 
 from __future__ import annotations
@@ -221,6 +222,25 @@ def run_faster_whisper(model_dir: Path, calls: list[Call], device: str, threads:
             "peak_mb": mem.peak / 2**20, "steady_mb": mem.after / 2**20}
 
 
+def context_study(base: EngineOptions) -> None:
+    """WER/CER of the unit-test speech sets per bucket layout: the evidence for the default buckets."""
+    from tests.unit.asr.conftest import as_call
+    from tests.unit.asr.speech import english_clips, mandarin_clips
+
+    sets = {"en": english_clips(), "zh": mandarin_clips()}
+    calls = {k: [as_call(f"{k}{i}", c) for i, c in enumerate(v)] for k, v in sets.items()}
+    print(f"{'buckets_s':<22}{'WER en':>8}{'CER zh':>8}{'pad eff':>9}{'wall s':>8}")
+    for buckets in ((10.0, 20.0, 30.0), (15.0, 30.0), (20.0, 30.0), FULL_CONTEXT_S):
+        engine = Engine.load(replace(base, buckets_s=buckets))
+        t0 = time.perf_counter()
+        en = engine.transcribe_batch(calls["en"])
+        zh = engine.transcribe_batch(calls["zh"])
+        wall_s = time.perf_counter() - t0
+        wer = jiwer.wer([normalize_en(c.text) for c in sets["en"]], [normalize_en(r.text) for r in en])
+        cer = jiwer.cer([normalize_zh(c.text) for c in sets["zh"]], [normalize_zh(r.text) for r in zh])
+        print(f"{str(buckets):<22}{wer:>8.3f}{cer:>8.3f}{engine.stats.padding_efficiency:>9.2f}{wall_s:>8.1f}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minutes", type=float, default=4.0, help="call audio to generate")
@@ -233,14 +253,19 @@ def main() -> None:
     parser.add_argument("--cache-dir", default="~/.cache/callqa/models")
     parser.add_argument("--skip", default="", help="comma-separated configuration names to skip")
     parser.add_argument("--out", type=Path, help="write the JSON report here")
+    parser.add_argument("--context-study", action="store_true",
+                        help="only measure WER/CER of the test speech sets per bucket layout")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    base = EngineOptions(device=args.device, dtype=args.dtype, threads=args.threads, cache_dir=Path(args.cache_dir),
+                         max_batch_items=args.max_items, max_batch_audio_s=args.max_audio_s)
+    if args.context_study:
+        context_study(base)
+        return
     calls = make_corpus(args.minutes * 60, args.seed)
     audio_s = sum(c.duration_s for c in calls)
     print(f"corpus: {len(calls)} calls, {audio_s:.0f} s ({audio_s / 60:.1f} min), "
           f"lengths {sorted(round(c.duration_s) for c in calls)}", flush=True)
-    base = EngineOptions(device=args.device, dtype=args.dtype, threads=args.threads, cache_dir=Path(args.cache_dir),
-                         max_batch_items=args.max_items, max_batch_audio_s=args.max_audio_s)
     configs = [
         ("batched", base, False),
         ("batched-10s", replace(base, buckets_s=(10.0, 20.0, 30.0)), False),
