@@ -77,6 +77,7 @@ class AsrWorker:
         self.stopping = threading.Event()
         self.consumer: Consumer | None = None
         self.producer: Producer | None = None
+        self._abandoned: list[Producer] = []
 
     # -- clients (created in the process that uses them, after any fork) -------------------
 
@@ -98,6 +99,9 @@ class AsrWorker:
         self._new_producer()
 
     def _new_producer(self) -> None:
+        if self.producer is not None:
+            # Never destroyed: destroying a producer stuck in a transactional call blocks too.
+            self._abandoned.append(self.producer)
         self.producer = Producer({
             **self.settings.kafka_common(),
             "transactional.id": self.settings.topic(f"callqa-asr-{self.opts.bucket}-{self.opts.member_id}"),
@@ -244,10 +248,10 @@ class AsrWorker:
             for failed in batch.failed:
                 if _pos(failed.tag) in keep:
                     self.producer.produce(self.dlq_topic, key=failed.tag.key(), value=encode(failed.letter))
-            self.producer.send_offsets_to_transaction(
-                [TopicPartition(t, p, o) for (t, p), o in offsets.items()],
-                self.consumer.consumer_group_metadata(), 60)
-            self.producer.commit_transaction(60)
+            _with_deadline(self.producer.send_offsets_to_transaction,
+                           [TopicPartition(t, p, o) for (t, p), o in offsets.items()],
+                           self.consumer.consumer_group_metadata(), 30)
+            _with_deadline(self.producer.commit_transaction, 30)
         except KafkaException as exc:
             self._recover(exc)
             return False
@@ -290,6 +294,32 @@ class AsrWorker:
         if self.consumer is not None:
             self.consumer.close()
         log.info("worker_stopped", bucket=self.opts.bucket)
+
+
+def _with_deadline(call, *args, grace_s: float = 10.0):  # noqa: ANN001, ANN202
+    """Run a blocking transactional call, giving up when it overruns its own timeout.
+
+    librdkafka's send_offsets_to_transaction can ignore its timeout and block for good
+    when the group coordinator goes away (a broker restart; librdkafka issues 5456 and
+    5511, seen here in the broker-restart test). A hung call becomes a fatal error, so
+    the worker replaces its producer (fencing the stuck one) and rewinds.
+    """
+    outcome: dict[str, object] = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = call(*args)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=target, name="txn-call", daemon=True)
+    thread.start()
+    thread.join(args[-1] + grace_s)
+    if thread.is_alive():
+        raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"{call.__name__} hung past its timeout", fatal=True))
+    if "error" in outcome:
+        raise outcome["error"]  # type: ignore[misc]
+    return outcome.get("value")
 
 
 def _pos(msg: Message) -> tuple[str, int, int]:
