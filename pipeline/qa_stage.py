@@ -1,15 +1,14 @@
 """The Faust QA stage: asr.transcripts → qa.findings (or qa.dlq).
 
 A thin adapter around the pure rule engine (:mod:`pipeline.qa`). Reads committed
-transcripts only and publishes on commit (exactly once), so each call gets one
-QAResult. Transcripts are published downstream only in their redacted form, inside
+transcripts only; each output joins its input partition's transaction (exactly once),
+so each call gets one QAResult. Transcripts are published downstream only in their redacted form, inside
 the QAResult.
 """
 
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import faust
 from prometheus_client import Counter
@@ -17,6 +16,7 @@ from prometheus_client import Counter
 from pipeline.config import Settings
 from pipeline.errors import DecodeError
 from pipeline.events import DeadLetter, QAResult, SourcePosition, Transcript, decode, encode
+from pipeline.faust_app import create_faust_app, send_in_source_transaction
 from pipeline.logs import get_logger
 from pipeline.qa import CallTextError, QAEngine
 
@@ -28,20 +28,7 @@ DEAD = Counter("callqa_qa_dead_lettered_total", "Transcripts dead-lettered")
 
 def create_app(settings: Settings, app_id: str = "callqa-qa") -> faust.App:
     engine = QAEngine.from_paths(list(settings.qa_rule_packs))  # a bad pack fails here, at start
-    datadir = Path(settings.state_dir).resolve() / "faust" / app_id
-    datadir.mkdir(parents=True, exist_ok=True)
-    app = faust.App(
-        app_id,
-        broker=f"kafka://{settings.kafka_bootstrap}",
-        store="memory://",
-        processing_guarantee="exactly_once",
-        stream_publish_on_commit=True,  # outputs join the transaction with the offsets
-        topic_replication_factor=settings.replication_factor or 1,
-        web_enabled=False,
-        datadir=str(datadir),
-        consumer_auto_offset_reset="earliest",
-        broker_session_timeout=20.0,  # a killed member's partitions move on after 20 s, not 60
-    )
+    app = create_faust_app(settings, app_id)
     transcripts = app.topic(settings.topic("asr.transcripts"), key_type=bytes, value_type=bytes,
                             key_serializer="raw", value_serializer="raw")
     findings = app.topic(settings.topic("qa.findings"), key_serializer="raw", value_serializer="raw")
@@ -61,11 +48,12 @@ def create_app(settings: Settings, app_id: str = "callqa-qa") -> faust.App:
                                        message=str(exc), stage="qa",
                                        source=SourcePosition(topic=msg.topic, partition=msg.partition,
                                                              offset=msg.offset))
-                await dlq.send(key=event.key, value=encode(letter))
+                await send_in_source_transaction(app, msg, dlq.get_topic_name(), event.key, encode(letter))
                 DEAD.inc()
                 bound.warning("transcript_dead_lettered", message=str(exc))
                 continue
-            await findings.send(key=transcript.call_id.encode(), value=encode(result))
+            await send_in_source_transaction(app, msg, findings.get_topic_name(), transcript.call_id.encode(),
+                                             encode(result))
             EVALUATED.inc()
             for f in result.findings:
                 FINDINGS.labels(f.rule_id, f.severity).inc()

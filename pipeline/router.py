@@ -15,15 +15,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from pathlib import Path
 
 import faust
-from faust.transport.consumer import TopicPartitionGroup
 from prometheus_client import Counter, Histogram
 
 from pipeline.config import Settings
 from pipeline.errors import StackError
 from pipeline.events import SourcePosition, encode
+from pipeline.faust_app import create_faust_app, send_in_source_transaction
 from pipeline.logs import get_logger
 from pipeline.router_stage import ArrivalRouter, Dead, Routed, Skipped
 from pipeline.routing import Buckets
@@ -45,22 +44,7 @@ def create_app(settings: Settings, app_id: str = "callqa-router") -> faust.App:
     bucket_names = {b: settings.topic(f"audio.bucket.{b}") for b in settings.bucket_names}
     # Read once at start: partitions added later are used after a restart.
     partition_counts = topic_partitions(settings, [arrivals_name, *bucket_names.values()])
-    datadir = Path(settings.state_dir).resolve() / "faust" / app_id
-    datadir.mkdir(parents=True, exist_ok=True)
-    app = faust.App(
-        app_id,
-        broker=f"kafka://{settings.kafka_bootstrap}",
-        store="memory://",
-        processing_guarantee="exactly_once",
-        topic_replication_factor=settings.replication_factor or 1,
-        topic_allow_declare=True,
-        web_enabled=False,
-        datadir=str(datadir),
-        broker_commit_livelock_soft_timeout=60.0,
-        consumer_auto_offset_reset="earliest",
-        broker_session_timeout=20.0,  # a killed member's partitions move on after 20 s, not 60
-        topic_partitions=partition_counts[arrivals_name],  # the table is co-partitioned with arrivals
-    )
+    app = create_faust_app(settings, app_id, partition_counts[arrivals_name])  # table co-partitioned
     arrivals = app.topic(arrivals_name, key_type=bytes, value_type=bytes,
                          key_serializer="raw", value_serializer="raw")
     bucket_topics = {
@@ -108,21 +92,6 @@ def create_app(settings: Settings, app_id: str = "callqa-router") -> faust.App:
                 bound.debug("arrival_skipped", why=outcome.why)
 
     return app
-
-
-async def send_in_source_transaction(app: faust.App, source: faust.types.Message, topic: str,
-                                     key: bytes | None, value: bytes, partition: int | None) -> None:
-    """Produce inside the transaction of the source partition, beside its offsets and table writes.
-
-    Faust's own ``topic.send`` picks the transaction by the *destination* partition, which
-    is only right for co-partitioned topics; the router chooses destination partitions by
-    load, and a SIGKILL test showed duplicates that way. This keeps the output, the
-    de-duplication entry and the input offset in one transaction.
-    """
-    group = app.assignor.group_for_topic(source.topic)
-    transactional_id = app.consumer.transactions.transactional_id_format.format(
-        tpg=TopicPartitionGroup(source.topic, source.partition, group), group_id=app.conf.id)
-    await app.producer.send(topic, key, value, partition, None, None, transactional_id=transactional_id)
 
 
 def topic_partitions(settings: Settings, names: list[str]) -> dict[str, int]:

@@ -1,0 +1,44 @@
+"""What the Faust stages (router, QA) share: the app settings and exactly-once sends."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import faust
+from faust.transport.consumer import TopicPartitionGroup
+
+from pipeline.config import Settings
+
+
+def create_faust_app(settings: Settings, app_id: str, topic_partitions: int | None = None) -> faust.App:
+    datadir = Path(settings.state_dir).resolve() / "faust" / app_id
+    datadir.mkdir(parents=True, exist_ok=True)
+    return faust.App(
+        app_id,
+        broker=f"kafka://{settings.kafka_bootstrap}",
+        store="memory://",
+        processing_guarantee="exactly_once",  # read committed; offsets, tables, outputs in transactions
+        topic_replication_factor=settings.replication_factor or 1,
+        topic_allow_declare=True,
+        web_enabled=False,
+        datadir=str(datadir),
+        broker_commit_livelock_soft_timeout=60.0,
+        broker_session_timeout=20.0,  # a killed member's partitions move on after 20 s, not 60
+        consumer_auto_offset_reset="earliest",
+        **({"topic_partitions": topic_partitions} if topic_partitions else {}),
+    )
+
+
+async def send_in_source_transaction(app: faust.App, source: faust.types.Message, topic: str,
+                                     key: bytes | None, value: bytes, partition: int | None = None) -> None:
+    """Produce inside the transaction of the source partition, beside its offsets and table writes.
+
+    Faust's own ``topic.send`` picks the transaction by the *destination* partition, which
+    is only right when input and output are co-partitioned with the same partitioner; the
+    router chooses output partitions by load, and a SIGKILL test showed duplicates that way.
+    This keeps each output, its table writes and its input offset in one transaction.
+    """
+    group = app.assignor.group_for_topic(source.topic)
+    transactional_id = app.consumer.transactions.transactional_id_format.format(
+        tpg=TopicPartitionGroup(source.topic, source.partition, group), group_id=app.conf.id)
+    await app.producer.send(topic, key, value, partition, None, None, transactional_id=transactional_id)

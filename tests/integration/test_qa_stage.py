@@ -1,0 +1,61 @@
+"""The Faust QA stage on the real broker: findings once per call, malformed input to qa.dlq, bad packs refused."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from pipeline.catalog import load_catalog
+from pipeline.config import Settings
+from pipeline.events import DeadLetter, ModelInfo, ObjectRef, QAResult, Segment, Transcript, decode, encode
+from pipeline.kafka_admin import apply_catalog
+from tests.kafka_helpers import TopicReader, produce
+from tests.processes import callqa, spawn, stop
+
+pytestmark = pytest.mark.integration
+
+
+def transcript(call_id: str, agent_text: str, customer_text: str) -> Transcript:
+    return Transcript(
+        call_id=call_id, object=ObjectRef(bucket="recordings", key=f"{call_id}.wav"), agent_id="a-3",
+        duration_s=20.0, channels=2, languages={"0": "en", "1": "en"}, model=ModelInfo(name="whisper-base", version="t"),
+        segments=[Segment(role="agent", channel=0, start_s=0.5, end_s=6.0, text=agent_text),
+                  Segment(role="customer", channel=1, start_s=7.0, end_s=12.0, text=customer_text)])
+
+
+def test_findings_once_per_call_and_malformed_to_dlq(isolated_settings: Settings, unique: str, tmp_path: Path) -> None:
+    settings = isolated_settings
+    apply_catalog(settings, load_catalog(settings.bucket_names))
+    calls = [
+        transcript(f"c{i}", "Hello, my name is Anna. This call is recorded for quality purposes. Have a nice day.",
+                   "My card number is 4532 0151 1283 0366." if i == 0 else "I want to check my balance.")
+        for i in range(12)
+    ]
+    produce(settings, "asr.transcripts",
+            [(t.call_id.encode(), encode(t)) for t in calls] + [(b"bad", b'{"schema_version": "1.0", "call_id": 5}')])
+    reader = TopicReader(settings, ["qa.findings", "qa.dlq"])
+    proc = spawn(settings, tmp_path / "qa.log", "qa", "--app-id", f"qa-{unique}")
+    try:
+        reader.wait_for(lambda msgs: len(msgs), 13, timeout_s=120, settle_s=5)
+    finally:
+        stop(proc)
+    results = [decode(m.value(), QAResult) for m in reader.messages if m.topic().endswith("qa.findings")]
+    assert Counter(r.call_id for r in results) == Counter(t.call_id for t in calls)
+    leaked = next(r for r in results if r.call_id == "c0")
+    assert [p.type for p in leaked.pii] == ["bank_card"]
+    assert "4532" not in json.dumps([s.text for s in leaked.redacted_segments])
+    assert all(r.score == 100 for r in results if r.call_id != "c0"), [(r.call_id, r.findings) for r in results]
+    letters = [decode(m.value(), DeadLetter) for m in reader.messages if m.topic().endswith("qa.dlq")]
+    assert [(d.reason, d.stage, d.original_key) for d in letters] == [("malformed_transcript", "qa", "bad")]
+
+
+def test_a_bad_rule_pack_is_refused_at_start(isolated_settings: Settings, tmp_path: Path) -> None:
+    pack = tmp_path / "ops.yaml"
+    pack.write_text("pack: ops\nrules:\n  - id: late.notice\n    kind: required_disclosure\n    severity: high\n"
+                    "    phrases: [this call is recorded]\n    within_first_s: -5\n")
+    result = callqa(isolated_settings, "qa", qa_rule_packs=json.dumps([str(pack)]))
+    assert result.returncode != 0
+    assert "late.notice" in result.stderr and "within_first_s" in result.stderr
