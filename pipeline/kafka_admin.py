@@ -78,8 +78,9 @@ def apply_catalog(settings: Settings, specs: list[TopicSpec]) -> list[TopicChang
         ])
         for c in changes if c.action == "alter_config"
     ])
-    if any(c.action == "create" for c in changes):
-        _wait_created(admin, [c.topic for c in changes if c.action == "create"])
+    grown = {c.topic: by_topic[c.topic].partitions for c in changes if c.action in ("create", "add_partitions")}
+    if grown:
+        _wait_partitions(admin, grown)
     return changes
 
 
@@ -93,16 +94,17 @@ def _run(call: Any, items: list[Any]) -> None:
             raise StackError(f"{call.__name__} failed for {name}: {exc}") from exc
 
 
-def _wait_created(admin: AdminClient, names: list[str], timeout_s: float = 30.0) -> None:
-    """Topic creation is asynchronous: wait until every partition has a leader."""
+def _wait_partitions(admin: AdminClient, want: dict[str, int], timeout_s: float = 30.0) -> None:
+    """Creating topics and partitions is asynchronous: wait until the metadata shows every
+    partition with a leader, so the next apply (or producer) sees the new state."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         topics = admin.list_topics(timeout=5).topics
-        if all(n in topics and topics[n].partitions and
-               all(p.leader >= 0 for p in topics[n].partitions.values()) for n in names):
+        if all(n in topics and len(topics[n].partitions) >= count and
+               all(p.leader >= 0 for p in topics[n].partitions.values()) for n, count in want.items()):
             return
         time.sleep(0.1)
-    raise StackError(f"topics not ready after {timeout_s:.0f}s: {names}")
+    raise StackError(f"topics not ready after {timeout_s:.0f}s: {sorted(want)}")
 
 
 def describe(settings: Settings, specs: list[TopicSpec]) -> list[dict[str, Any]]:
