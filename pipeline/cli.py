@@ -202,6 +202,8 @@ def worker_cmd(
     window_ms: Annotated[int, typer.Option(help="Micro-batch window.")] = 50,
     max_calls: Annotated[int, typer.Option(help="Calls per micro-batch.")] = 16,
     max_audio_s: Annotated[float, typer.Option(help="Audio seconds per micro-batch.")] = 1800.0,
+    memory_watermark_gb: Annotated[Optional[float], typer.Option(
+        help="Stop prefetching while device memory is above this (GiB).")] = None,
 ) -> None:
     """Run one ASR worker: audio.bucket.<bucket> → asr.transcripts, exactly once."""
     import signal
@@ -213,7 +215,9 @@ def worker_cmd(
         raise typer.BadParameter(f"unknown bucket {bucket!r}; configured: {list(cfg.bucket_names)}")
     engine = load_engine(cfg, device)
     worker = AsrWorker(cfg, WorkerOptions(bucket=bucket, device=engine.device.kind, instance_id=instance_id,
-                                          window_ms=window_ms, max_calls=max_calls, max_audio_s=max_audio_s), engine)
+                                          window_ms=window_ms, max_calls=max_calls, max_audio_s=max_audio_s,
+                                          memory_watermark_bytes=int(memory_watermark_gb * 2**30)
+                                          if memory_watermark_gb else None), engine)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: worker.stopping.set())
     worker.run()

@@ -48,6 +48,8 @@ class WorkerOptions:
     fetch_threads: int = 4
     session_timeout_ms: int = 15000
     transaction_timeout_ms: int = 300000
+    # Backpressure: no prefetch (one batch in flight, not two) while device memory is above this.
+    memory_watermark_bytes: int | None = None
 
     @property
     def member_id(self) -> str:
@@ -136,7 +138,7 @@ class AsrWorker:
                 batch = next_batch.result()
                 self.metrics.storage_wait_s.inc(time.perf_counter() - wait_start)
                 compute = self.compute.submit(self._transcribe, batch)
-                next_batch = None if self.stopping.is_set() else self._prefetch()
+                next_batch = None if self.stopping.is_set() or self._memory_high() else self._prefetch()
                 transcripts = self._wait_polling(compute)
                 if not self._commit(batch, transcripts) and next_batch is not None:
                     # Rewound to the committed offsets: the prefetched calls will be delivered again.
@@ -144,6 +146,15 @@ class AsrWorker:
                     next_batch = None
         finally:
             self._close()
+
+    def _memory_high(self) -> bool:
+        if self.opts.memory_watermark_bytes is None:
+            return False
+        reserved = self.engine.device.memory_bytes()["reserved"]
+        if reserved > self.opts.memory_watermark_bytes:
+            log.info("backpressure_on", reserved_bytes=reserved, watermark_bytes=self.opts.memory_watermark_bytes)
+            return True
+        return False
 
     def _gather(self) -> list[Message]:
         """Up to the budget, within one window; leftovers wait in ``pending`` for the next batch."""
