@@ -81,9 +81,16 @@ class SileroVad:
         self.model.reset_states()
         # Silence drives the recurrent state into denormal floats, which run ~10x slower on CPU;
         # and TorchScript's profiling re-optimisation makes the first long inputs slow. Avoid both.
+        # The model steps through 32 ms chunks of tiny ops: extra intra-op threads only add
+        # synchronisation (10x slower on a busy host), so it runs on one.
         torch.set_flush_denormal(True)
-        with torch.inference_mode(), torch.jit.optimized_execution(False):
-            probs = self.model.audio_forward(torch.from_numpy(samples)[None], VAD_RATE)[0]
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            with torch.inference_mode(), torch.jit.optimized_execution(False):
+                probs = self.model.audio_forward(torch.from_numpy(samples)[None], VAD_RATE)[0]
+        finally:
+            torch.set_num_threads(threads)
         found = self._to_regions(
             probs.tolist(),
             sampling_rate=VAD_RATE,

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import jiwer
 
 from pipeline.asr import CallTranscript
+from pipeline.asr.decode import GreedyDecoder
 from pipeline.asr.text import normalize_en, normalize_zh
 from tests.unit.asr.speech import Clip
 
@@ -32,3 +35,16 @@ def test_language_detected_per_channel(en_batched, zh_batched):
     assert {r.languages[0] for r in en_batched} == {"en"}
     assert {r.languages[0] for r in zh_batched} == {"zh"}
     assert all(s.language == "zh" for r in zh_batched for s in r.segments)
+
+
+def test_forced_language_skips_detection(engine, en_calls, en_batched):
+    detector = engine.decoder
+    try:
+        engine.decoder = GreedyDecoder(engine.model, engine.tokenizer, replace(detector.opts, language="en"))
+        forced = engine.transcribe(en_calls[0])
+        engine.decoder = GreedyDecoder(engine.model, engine.tokenizer, replace(detector.opts, language="zh"))
+        wrong = engine.transcribe(en_calls[0])
+    finally:
+        engine.decoder = detector
+    assert forced.languages == {0: "en"} and forced.text == en_batched[0].text
+    assert wrong.languages == {0: "zh"}

@@ -12,7 +12,7 @@ import pytest
 from pipeline.asr import ChecksumError, Engine, EngineOptions, WeightsError
 from pipeline.asr.convert import ct2_to_state_dict, name_map
 from pipeline.asr.model import Whisper
-from pipeline.asr.registry import lookup
+from pipeline.asr.registry import ModelEntry, lookup, register
 from pipeline.asr.weights import join_parts, package_data_dir, read_ct2, verify_file
 
 PINNED = lookup("whisper-base").sha256
@@ -81,3 +81,13 @@ def test_conversion_rejects_unknown_or_missing_variables(ct2):
 def test_unknown_model_name_is_a_clear_error():
     with pytest.raises(WeightsError, match="unknown model"):
         lookup("whisper-galactic")
+
+
+def test_operator_checkpoint_by_directory_or_registry_entry(engine, en_calls, en_batched):
+    model_dir = Path(engine.opts.cache_dir).expanduser() / "whisper-base" / PINNED[:16]
+    register(ModelEntry(name="site-whisper", version="site/7", loader="ct2-whisper", sha256=PINNED, directory=model_dir))
+    plugged = Engine.load(replace(engine.opts, model="site-whisper"))
+    result = plugged.transcribe(en_calls[0])
+    assert result.model_name == "site-whisper" and result.model_version.startswith("site/7@d01c3014")
+    assert result.text == en_batched[0].text
+    assert lookup(str(model_dir)).directory == model_dir  # a bare directory works too
