@@ -6,7 +6,7 @@ recordings in MinIO (whose own notifications become the arrivals), then runs one
 (read committed, so the figure includes the exactly-once commits). The baseline, in
 the same run: the routing stage alone (same objects, same MinIO, no Kafka).
 
-    .venv/bin/python tools/bench_router.py --calls 3000
+    .venv/bin/python -m tools.bench_router --calls 3000
 """
 
 from __future__ import annotations
