@@ -227,12 +227,12 @@ def run_paths(settings: Any, paths: list[str], out_dir: Path, metadata: dict[str
     def progress(calls: list[RoutedCall]) -> Progress:
         total_s = sum(c.duration_s for c in calls)
         # The rate shown is audio seconds per wall second: the real-time factor (RTFx).
-        bar = tqdm(total=round(total_s, 1), unit="audio-s", dynamic_ncols=True,
+        bar = tqdm(total=total_s, unit="audio-s", dynamic_ncols=True,
                    desc=f"{len(calls)} calls, {total_s / 3600:.2f} audio-h",
                    bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total:.0f} audio-s "
                               "[{elapsed}<{remaining}, {rate_fmt}]")
         bars.append(bar)
-        return lambda audio_s, n: bar.update(round(audio_s, 1))
+        return lambda audio_s, n: bar.update(audio_s)
 
     try:
         return EmbeddedRunner(opts, store, engine, qa).run(refs, progress)

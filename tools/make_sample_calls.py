@@ -23,7 +23,7 @@ import soundfile as sf
 import soxr
 
 RATE = 8000
-VOICES = {"agent": "en-us+f2", "customer": "en-gb+m3"}
+VOICES = {"agent": "en-us+f2", "customer": "en-us+m3"}
 
 CALLS: dict[str, list[tuple[str, str]]] = {
     "sample-01-clean": [
@@ -47,7 +47,7 @@ CALLS: dict[str, list[tuple[str, str]]] = {
     ],
     "sample-04-card-number": [
         ("agent", "Good morning, my name is Tom. This call is recorded for quality purposes."),
-        ("customer", "My card number is. four. five. three. two. zero. one. five. one. one. two. eight. three. zero. three. six. six."),
+        ("customer", "My card number is. four. five. three. nine. one. four. eight. eight. one. two. three. four. five. six. seven. five."),
         ("agent", "Thank you, please do not read your card number on the phone. How else can I help?"),
         ("customer", "That is all, thank you."),
     ],
