@@ -31,6 +31,7 @@ from pipeline.qa.model import CallQAResult
 from pipeline.router_stage import ArrivalRouter, Dead, Routed
 from pipeline.routing import Buckets
 from pipeline.storage import ObjectStore
+from pipeline.transcripts import to_transcript
 
 TRANSCRIPTS, FINDINGS, DEAD_LETTERS = "transcripts.jsonl", "findings.jsonl", "dead_letters.jsonl"
 
@@ -127,8 +128,6 @@ class EmbeddedRunner:
     def _transcribe(self, ready: list[Ready], t_out: IO[bytes], f_out: IO[bytes], summary: RunSummary) -> None:
         if not ready:
             return
-        from pipeline.transcripts import to_transcript
-
         results = self.engine.transcribe_batch([r.audio for r in ready])
         for r, result in zip(ready, results):
             transcript = to_transcript(r.call, result, {"fetch_s": r.fetch_s})
