@@ -7,7 +7,6 @@ if the stack cannot start, every integration test fails with the reason.
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path

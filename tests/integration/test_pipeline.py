@@ -10,7 +10,6 @@ from __future__ import annotations
 import io
 import random
 import signal
-import time
 from collections import Counter
 from pathlib import Path
 

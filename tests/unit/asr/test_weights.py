@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline.asr import ChecksumError, Engine, EngineOptions, WeightsError
+from pipeline.asr import ChecksumError, Engine, WeightsError
 from pipeline.asr.convert import ct2_to_state_dict, name_map
 from pipeline.asr.model import Whisper
 from pipeline.asr.registry import ModelEntry, lookup, register
