@@ -14,7 +14,7 @@ from __future__ import annotations
 import bisect
 import math
 from dataclasses import dataclass, field
-from typing import Generic, Iterable, Protocol, Sequence, TypeVar
+from typing import Callable, Generic, Iterable, Iterator, Protocol, Sequence, TypeVar
 
 from pipeline.errors import CallQAError
 
@@ -111,18 +111,30 @@ def plan_batches(
     batches: list[Batch[T]] = []
     for key in sorted(groups, key=lambda k: -1.0 if k is None else k, reverse=True):
         members = sorted(groups[key], key=lambda it: it.duration_s, reverse=True)
-        current: list[T] = []
-        cost_total = 0.0
-        for item in members:
-            cost = key if key is not None else item.duration_s
-            if not budget.admits(len(current), cost_total, cost):
-                batches.append(Batch(tuple(current), key))
-                current, cost_total = [], 0.0
-            current.append(item)
-            cost_total += cost
-        if current:
-            batches.append(Batch(tuple(current), key))
+        cost = (lambda it, k=key: k) if key is not None else (lambda it: it.duration_s)
+        batches += [Batch(tuple(run), key) for run in pack_in_order(members, budget, cost)]
     return batches
+
+
+def pack_in_order(
+    items: Iterable[T], budget: BatchBudget, cost: Callable[[T], float] = lambda it: it.duration_s
+) -> Iterator[list[T]]:
+    """Cut ``items``, in the order given, into consecutive runs the budget admits.
+
+    The one packing rule shared by the planner, the worker's micro-batches and the
+    embedded runner: an item joins the current run while the budget admits it.
+    """
+    current: list[T] = []
+    cost_total = 0.0
+    for item in items:
+        item_cost = cost(item)
+        if not budget.admits(len(current), cost_total, item_cost):
+            yield current
+            current, cost_total = [], 0.0
+        current.append(item)
+        cost_total += item_cost
+    if current:
+        yield current
 
 
 @dataclass

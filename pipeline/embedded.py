@@ -23,7 +23,7 @@ from typing import IO, Any
 import orjson
 
 from pipeline.asr import Engine
-from pipeline.batching import BatchBudget
+from pipeline.batching import BatchBudget, plan_batches
 from pipeline.events import AudioArrived, DeadLetter, ObjectRef, QAResult, RoutedCall, Transcript, decode, encode
 from pipeline.fetch import Failed, Fetcher, Ready
 from pipeline.qa import QAEngine, write_report
@@ -112,18 +112,10 @@ class EmbeddedRunner:
 
     def _batches(self, calls: list[RoutedCall]) -> Iterable[list[RoutedCall]]:
         """Calls of one duration bucket batch together, longest first, under the budget."""
-        by_bucket: dict[str, list[RoutedCall]] = {}
-        for call in calls:
-            by_bucket.setdefault(call.bucket, []).append(call)
         for bucket in self.opts.buckets.names:
-            batch: list[RoutedCall] = []
-            for call in sorted(by_bucket.get(bucket, []), key=lambda c: -c.duration_s):
-                if not self.opts.budget.admits(len(batch), sum(c.duration_s for c in batch), call.duration_s):
-                    yield batch
-                    batch = []
-                batch.append(call)
-            if batch:
-                yield batch
+            members = [c for c in calls if c.bucket == bucket]
+            for batch in plan_batches(members, self.opts.budget):
+                yield list(batch.items)
 
     def _transcribe(self, ready: list[Ready], t_out: IO[bytes], f_out: IO[bytes], summary: RunSummary) -> None:
         if not ready:

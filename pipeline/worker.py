@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from pipeline.asr import Engine
-from pipeline.batching import BatchBudget
+from pipeline.batching import BatchBudget, pack_in_order
 from pipeline.config import Settings
 from pipeline.errors import DecodeError
 from pipeline.events import DeadLetter, RoutedCall, SourcePosition, Transcript, decode, encode
@@ -56,6 +56,26 @@ class WorkerOptions:
         return self.instance_id or f"{socket.gethostname()}-{self.device}-{self.bucket}"
 
 
+@dataclass(frozen=True)
+class _Queued:
+    """A consumed message, decoded once. Undecodable values cost nothing (they go to the DLQ)."""
+
+    msg: Message
+    call: RoutedCall | None
+    error: str | None
+
+    @classmethod
+    def of(cls, msg: Message) -> "_Queued":
+        try:
+            return cls(msg, decode(msg.value(), RoutedCall), None)
+        except DecodeError as exc:
+            return cls(msg, None, str(exc))
+
+    @property
+    def duration_s(self) -> float:
+        return self.call.duration_s if self.call else 0.0
+
+
 @dataclass
 class _Prepared:
     messages: list[Message]
@@ -74,7 +94,7 @@ class AsrWorker:
         self.compute = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine")
         self.prepare_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prepare")
         self.metrics = WorkerMetrics(opts.bucket)
-        self.pending: deque[Message] = deque()
+        self.pending: deque[_Queued] = deque()
         self.revoked: set[tuple[str, int]] = set()
         self.stopping = threading.Event()
         self.consumer: Consumer | None = None
@@ -119,7 +139,7 @@ class AsrWorker:
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         gone = {(p.topic, p.partition) for p in partitions}
         self.revoked |= gone
-        self.pending = deque(m for m in self.pending if (m.topic(), m.partition()) not in gone)
+        self.pending = deque(q for q in self.pending if (q.msg.topic(), q.msg.partition()) not in gone)
         log.info("partitions_revoked", partitions=[p.partition for p in partitions])
 
     # -- the loop ---------------------------------------------------------------------------
@@ -156,7 +176,7 @@ class AsrWorker:
             return True
         return False
 
-    def _gather(self) -> list[Message]:
+    def _gather(self) -> list[_Queued]:
         """Up to the budget, within one window; leftovers wait in ``pending`` for the next batch."""
         deadline = time.monotonic() + self.opts.window_ms / 1000
         while len(self.pending) < self.opts.max_calls and time.monotonic() < deadline:
@@ -166,34 +186,30 @@ class AsrWorker:
                     if msg.error().code() != KafkaError._PARTITION_EOF:
                         log.warning("consume_error", error=str(msg.error()))
                     continue
-                self.pending.append(msg)
-        taken: list[Message] = []
-        audio_s = 0.0
-        while self.pending:
-            cost = _duration_of(self.pending[0])
-            if not self.budget.admits(len(taken), audio_s, cost):
-                break
-            taken.append(self.pending.popleft())
-            audio_s += cost
+                self.pending.append(_Queued.of(msg))
+        taken = next(pack_in_order(self.pending, self.budget), [])
+        for _ in taken:
+            self.pending.popleft()
         return taken
 
     def _prefetch(self) -> Future[_Prepared] | None:
-        messages = self._gather()
-        if not messages:
+        queued = self._gather()
+        if not queued:
             return None
-        return self.prepare_pool.submit(self._prepare, messages)
+        return self.prepare_pool.submit(self._prepare, queued)
 
-    def _prepare(self, messages: list[Message]) -> _Prepared:
+    def _prepare(self, queued: list[_Queued]) -> _Prepared:
         items, failed = [], []
-        for msg in messages:
+        for q in queued:
+            msg = q.msg
             source = SourcePosition(topic=msg.topic(), partition=msg.partition(), offset=msg.offset())
-            try:
-                items.append((msg, decode(msg.value(), RoutedCall), msg.value(), source))
-            except DecodeError as exc:
+            if q.call is None:
                 failed.append(Failed(msg, DeadLetter.of(payload=msg.value(), key=msg.key(), stage="asr",
-                                                        reason="malformed_event", message=str(exc), source=source)))
+                                                        reason="malformed_event", message=q.error, source=source)))
+            else:
+                items.append((msg, q.call, msg.value(), source))
         results = [self.fetcher.fetch_one(*item) for item in items] if len(items) < 2 else self.fetcher.fetch_all(items)
-        return _Prepared(messages, [r for r in results if isinstance(r, Ready)],
+        return _Prepared([q.msg for q in queued], [r for r in results if isinstance(r, Ready)],
                          failed + [r for r in results if isinstance(r, Failed)])
 
     def _transcribe(self, batch: _Prepared) -> list[Transcript]:
@@ -231,7 +247,7 @@ class AsrWorker:
             while not compute.done():
                 msg = self.consumer.poll(0.1)
                 if msg is not None and not msg.error():
-                    self.pending.append(msg)  # from a partition assigned while paused
+                    self.pending.append(_Queued.of(msg))  # from a partition assigned while paused
         finally:
             self.consumer.resume(self.consumer.assignment())
         return compute.result()
@@ -335,11 +351,3 @@ def _with_deadline(call, *args, grace_s: float = 10.0):  # noqa: ANN001, ANN202
 
 def _pos(msg: Message) -> tuple[str, int, int]:
     return msg.topic(), msg.partition(), msg.offset()
-
-
-def _duration_of(msg: Message) -> float:
-    """Budget cost of a queued call; undecodable values cost nothing (they go to the DLQ)."""
-    try:
-        return decode(msg.value(), RoutedCall).duration_s
-    except DecodeError:
-        return 0.0
