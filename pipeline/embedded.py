@@ -53,7 +53,13 @@ class RunSummary:
     dead: int = 0
     audio_s: float = 0.0
     wall_s: float = 0.0
+    speech_s: float = 0.0  # voiced seconds the engine computed on
+    padded_s: float = 0.0  # seconds the engine computed (windows padded to their bucket)
     reasons: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def padding_efficiency(self) -> float:
+        return self.speech_s / self.padded_s if self.padded_s else 1.0
 
     @property
     def rtfx(self) -> float:
@@ -121,6 +127,8 @@ class EmbeddedRunner:
         if not ready:
             return
         results = self.engine.transcribe_batch([r.audio for r in ready])
+        summary.speech_s += sum(b.speech_s for b in self.engine.last_batch_stats)
+        summary.padded_s += sum(b.computed_s for b in self.engine.last_batch_stats)
         for r, result in zip(ready, results):
             transcript = to_transcript(r.call, result, {"fetch_s": r.fetch_s})
             if self.qa is not None:  # findings first: a transcript line marks the call done
@@ -145,6 +153,7 @@ def render_summary(summary: RunSummary, results: list[CallQAResult], dead: list[
         f"calls seen: {summary.calls}  transcribed now: {summary.transcribed}  "
         f"already done: {summary.skipped_done}  failed: {len(dead)}",
         f"audio transcribed now: {summary.audio_s / 3600:.3f} h in {summary.wall_s:.1f} s (RTFx {summary.rtfx:.1f})",
+        f"padding efficiency: {summary.padding_efficiency:.2f}",
     ]
     if results:
         scores = sorted(results, key=lambda r: r.score)

@@ -19,7 +19,7 @@ _AUDIO_S = Counter("callqa_asr_audio_seconds_total", "Audio seconds transcribed"
 _BUSY_S = Counter("callqa_asr_engine_busy_seconds_total", "Seconds the engine computed", ["bucket"])
 _WAIT_S = Counter("callqa_asr_storage_wait_seconds_total", "Seconds the engine waited on storage", ["bucket"])
 _FILL = Histogram("callqa_asr_batch_calls", "Calls per batch", ["bucket"], buckets=(1, 2, 4, 8, 16, 32, 64))
-_PADDING = Gauge("callqa_asr_padding_efficiency", "Audio frames / computed frames, last batch", ["bucket"])
+_PADDING = Gauge("callqa_asr_padding_efficiency", "Speech seconds / padded seconds computed, last batch", ["bucket"])
 _RTFX = Gauge("callqa_asr_rtfx", "Audio seconds per wall second, last batch", ["bucket"])
 _LAG = Gauge("callqa_asr_consumer_lag", "Messages behind the high watermark", ["bucket", "partition"])
 _MEMORY = Gauge("callqa_asr_device_memory_bytes", "Device memory after the last batch", ["bucket", "kind"])
@@ -34,7 +34,7 @@ class WorkerMetrics:
     def observe_batch(self, ready: Sequence, stats: Sequence[BatchStats], wall_s: float) -> None:
         audio_s = sum(r.call.duration_s for r in ready)
         computed = sum(s.computed_s for s in stats)
-        padding = sum(s.audio_s for s in stats) / computed if computed else 1.0
+        padding = sum(s.speech_s for s in stats) / computed if computed else 1.0
         _BATCHES.labels(self.bucket).inc()
         _AUDIO_S.labels(self.bucket).inc(audio_s)
         _BUSY_S.labels(self.bucket).inc(wall_s)

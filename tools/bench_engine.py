@@ -1,23 +1,25 @@
-"""Benchmark the ASR engine against itself unbatched and against faster-whisper, with accuracy beside each.
+"""Benchmark the ASR engine against faster-whisper on the same calls, with accuracy beside each.
 
-Corpus: synthetic stereo 8 kHz calls (agent left, customer right) with a
-log-normal length mix; English turns are spoken by espeak-ng, Mandarin turns
-are the neural-voice clips in tests/fixtures/zh. Every configuration runs on
-the same calls in one process:
+Corpus: synthetic two-party calls with a log-normal length mix (median 2 min,
+45 s to 6 min): stereo 8 kHz G.711 (agent left, customer right) and, for a
+share of them, the same conversation mixed to 16 kHz mono. English turns are
+spoken by espeak-ng, Mandarin turns are the neural-voice clips in
+tests/fixtures/zh. Every configuration runs on the same calls in one process:
 
-  batched      this engine, windows from all calls batched by duration bucket (default options)
-  batched-10s  the same with a 10 s bucket too (the shortened-context trade-off, measured)
-  batched-30s  the same batching, every window padded to 30 s (no shortened context)
-  single-30s   this engine one window at a time, fixed 30 s windows
+  callqa          this engine with its defaults (packed windows, timestamps; bf16 where native)
+  callqa-fp32     the same in fp32
+  callqa-int8     fp32 with int8 dynamic quantisation of the linear layers
+  callqa-30s      the same with every window padded to the full 30 s context
+  callqa-per-turn one window per turn (no packing): the baseline packing is measured against
   faster-whisper  CTranslate2 int8 (on CPU) with the same weights, greedy, its own silero VAD
 
 Timing covers decode-from-bytes, resampling, VAD and recognition; model load and one warm-up
 call are excluded, and the best of --repeats runs is kept (the build machines are shared).
 Memory is process RSS on CPU (device allocator figures on accelerators).
 
-  python tools/bench_engine.py --minutes 4 --out bench.json          # CPU, this machine
-  python tools/bench_engine.py --device cuda --dtype bfloat16         # GPU run
-  python tools/bench_engine.py --context-study                        # WER cost of shortened context
+  python -m tools.bench_engine --minutes 8 --out bench.json              # CPU, this machine
+  python -m tools.bench_engine --device cuda --configs callqa            # GPU run (bf16 there)
+  python -m tools.bench_engine --configs callqa,callqa-30s --repeats 1   # the bucket study
 """
 
 from __future__ import annotations
@@ -67,6 +69,38 @@ EN_POOL = (
     "Please keep your phone nearby in case the driver needs to call you.",
     "No, that is everything, thank you very much for your help.",
     "You are welcome, have a great day and goodbye.",
+    "My parcel was supposed to arrive on Friday but it never came.",
+    "Let me check the tracking information for that shipment.",
+    "It looks like the courier left it with a neighbour across the street.",
+    "Can you ask them to deliver it again tomorrow instead?",
+    "I have booked a second delivery attempt for tomorrow afternoon.",
+    "Why was my card declined when I tried to pay online?",
+    "For security reasons the bank blocked a payment from an unknown website.",
+    "I would like to unblock the card and try the payment again.",
+    "Before I do that I need to verify your identity.",
+    "Can you tell me the name of the street where you were born?",
+    "Thank you, the card is active again and you can use it right away.",
+    "We have a special offer on our premium plan this week.",
+    "I am not interested in upgrading at the moment.",
+    "That is fine, I will make a note on your account.",
+    "The internet in my flat keeps dropping every evening.",
+    "Have you tried restarting the router and waiting a few minutes?",
+    "Yes, I restarted it twice and nothing changed.",
+    "I will open a ticket and a network engineer will look into it.",
+    "How long will it take to fix the problem?",
+    "Most issues like this are resolved within two working days.",
+    "I want to cancel my subscription at the end of this month.",
+    "I am sorry to see you go, may I ask why you want to cancel?",
+    "I found a cheaper plan with another provider.",
+    "We could offer you a discount if you decide to stay with us.",
+    "Please send me the details by email and I will think about it.",
+    "The refund should appear on your statement within five days.",
+    "Do I need to return the old device to the shop?",
+    "You can post it back to us using the prepaid label in the box.",
+    "The weather has delayed several flights, so your booking has changed.",
+    "Your new flight leaves in the evening from the same terminal.",
+    "Could you spell your last name for me, please?",
+    "I have updated your phone number in our system.",
 )
 
 
@@ -75,14 +109,18 @@ class Call:
     wav: bytes
     duration_s: float
     language: str
+    mono: bool
     refs: dict[int, list[str]] = field(default_factory=lambda: {0: [], 1: []})
 
 
-def espeak(text: str) -> np.ndarray:
-    wav = subprocess.run(["espeak-ng", "-v", "en-us", "-s", "165", "--stdout", text],
+VOICES = ("en-us", "en-us+m3", "en-gb+f2", "en-us+f3")
+
+
+def espeak(text: str, voice: str = "en-us") -> np.ndarray:
+    wav = subprocess.run(["espeak-ng", "-v", voice, "-s", "165", "--stdout", text],
                          check=True, capture_output=True).stdout
     samples, rate = sf.read(io.BytesIO(wav), dtype="float32")
-    return soxr.resample(samples, rate, RATE).astype(np.float32)
+    return soxr.resample(samples, rate, 16_000).astype(np.float32)
 
 
 def zh_clips() -> list[tuple[str, np.ndarray]]:
@@ -90,36 +128,48 @@ def zh_clips() -> list[tuple[str, np.ndarray]]:
     out = []
     for entry in manifest["clips"]:
         samples, rate = sf.read(ZH_DIR / entry["file"], dtype="float32")
-        out.append((entry["text"], soxr.resample(samples, rate, RATE).astype(np.float32)))
+        out.append((entry["text"], soxr.resample(samples, rate, 16_000).astype(np.float32)))
     return out
 
 
-def make_corpus(total_s: float, seed: int) -> list[Call]:
-    """Calls with log-normal lengths (median 30 s, clipped to 10..120 s) until total_s is reached."""
+def _encode(audio: np.ndarray, mono: bool) -> bytes:
+    """(frames, 2) float32 at 16 kHz -> 8 kHz G.711 u-law stereo WAV, or 16 kHz PCM mono."""
+    buf = io.BytesIO()
+    if mono:
+        sf.write(buf, np.clip(audio.sum(axis=1), -1, 1), 16_000, format="WAV", subtype="PCM_16")
+    else:
+        sf.write(buf, soxr.resample(audio, 16_000, RATE), RATE, format="WAV", subtype="ULAW")
+    return buf.getvalue()
+
+
+def make_corpus(total_s: float, seed: int, mono_share: float = 0.25) -> list[Call]:
+    """Two-party calls with log-normal lengths (median 2 min, 45 s..6 min) until total_s is reached."""
     rng = np.random.default_rng(seed)
-    en = [(t, espeak(t)) for t in EN_POOL]
+    en = [(t, espeak(t, VOICES[i % len(VOICES)])) for i, t in enumerate(EN_POOL)]
     zh = zh_clips()
     calls, total = [], 0.0
     while total < total_s:
-        target_s = float(np.clip(rng.lognormal(np.log(30), 0.7), 10, 120))
-        language = "zh" if rng.random() < 0.35 else "en"
+        target_s = float(np.clip(rng.lognormal(np.log(120), 0.6), 45, 360))
+        language = "zh" if rng.random() < 0.4 else "en"
+        mono = bool(rng.random() < mono_share)
         pool = zh if language == "zh" else en
-        call = Call(b"", 0.0, language)
+        call = Call(b"", 0.0, language, mono)
         turns, t, channel = [], 0.5, 0
+        order = list(rng.permutation(len(pool)))  # no sentence twice in a row of a call
         while t < target_s:
-            text, speech = pool[int(rng.integers(len(pool)))]
+            if not order:
+                order = list(rng.permutation(len(pool)))
+            text, speech = pool[order.pop()]
             turns.append((channel, t, speech))
-            call.refs[channel].append(text)
-            t += speech.size / RATE + float(rng.uniform(0.3, 1.5))
+            call.refs[0 if mono else channel].append(text)
+            t += speech.size / 16_000 + float(rng.uniform(0.3, 1.5))
             if rng.random() < 0.7:  # mostly turn-taking, sometimes the same party goes on
                 channel = 1 - channel
-        audio = np.zeros((int((t + 0.5) * RATE), 2), np.float32)
+        audio = np.zeros((int((t + 0.5) * 16_000), 2), np.float32)
         for ch, start_s, speech in turns:
-            begin = int(start_s * RATE)
+            begin = int(start_s * 16_000)
             audio[begin : begin + speech.size, ch] += speech
-        buf = io.BytesIO()
-        sf.write(buf, audio, RATE, format="WAV", subtype="PCM_16")
-        call.wav, call.duration_s = buf.getvalue(), audio.shape[0] / RATE
+        call.wav, call.duration_s = _encode(audio, mono), audio.shape[0] / 16_000
         calls.append(call)
         total += call.duration_s
     return calls
@@ -170,7 +220,18 @@ def score(calls: list[Call], hyps: list[dict[int, str]]) -> dict[str, float]:
     return out
 
 
-def run_engine(name: str, opts: EngineOptions, calls: list[Call], one_by_one: bool, repeats: int) -> dict:
+# name -> EngineOptions changes from the defaults
+CONFIGS: dict[str, dict] = {
+    "callqa": {},
+    "callqa-fp32": {"dtype": "float32"},
+    "callqa-int8": {"dtype": "float32", "quantize": "int8"},
+    "callqa-30s": {"buckets_s": FULL_CONTEXT_S},
+    "callqa-gap0.5": {"join_gap_s": 0.5},
+    "callqa-per-turn": {"pack_windows": False},
+}
+
+
+def run_engine(name: str, opts: EngineOptions, calls: list[Call], repeats: int) -> dict:
     """Best wall time of ``repeats`` timed runs after one untimed warm-up call (the machine may be shared)."""
     engine = Engine.load(opts)
     roles = {0: "agent", 1: "customer"}
@@ -182,20 +243,21 @@ def run_engine(name: str, opts: EngineOptions, calls: list[Call], one_by_one: bo
         with RssSampler() as sampler:
             t0 = time.perf_counter()
             audios = [load_call_audio(c.wav, roles=roles, call_id=f"c{i}") for i, c in enumerate(calls)]
-            results = [engine.transcribe(a) for a in audios] if one_by_one else engine.transcribe_batch(audios)
+            results = engine.transcribe_batch(audios)
             engine.device.synchronize()
             wall_s = time.perf_counter() - t0
         if wall_s < best_s:
             best_s, mem = wall_s, sampler
     hyps = [{ch: " ".join(s.text for s in r.segments if s.channel == ch) for ch in (0, 1)} for r in results]
+    redecoded = sum(r.timings.get("redecoded_windows", 0) for r in results)
     stats = list(engine.stats.batches)
     sizes = [b.items for b in stats]
     report = {
         "name": name, "wall_s": best_s, **score(calls, hyps),
         "vad_s": sum(r.timings.get("vad_s", 0) for r in results),
         "encode_s": sum(b.encode_s for b in stats), "decode_s": sum(b.decode_s for b in stats),
-        "batches": len(stats), "batch_size_mean": float(np.mean(sizes)), "batch_size_max": max(sizes),
-        "padding_efficiency": engine.stats.padding_efficiency, "speech_efficiency": engine.stats.speech_efficiency,
+        "redecoded_windows": redecoded, "batches": len(stats), "batch_size_mean": float(np.mean(sizes)), "batch_size_max": max(sizes),
+        "padding_efficiency": engine.stats.padding_efficiency, "window_efficiency": engine.stats.window_efficiency,
         "buckets_s": list(engine.buckets_s), "pool_mb": engine.pool.nbytes / 2**20,
         "peak_mb": mem.peak / 2**20, "steady_mb": mem.after / 2**20,
         "device_peak_mb": max(b.memory_peak_bytes for b in stats) / 2**20,
@@ -217,8 +279,8 @@ def run_faster_whisper(model_dir: Path, calls: list[Call], device: str, threads:
         samples = resample(audio.samples, audio.sample_rate, 16_000)
         hyp = {}
         for ch in range(audio.channels):
-            segments, _ = model.transcribe(samples[ch], beam_size=1, vad_filter=True,
-                                           condition_on_previous_text=False, without_timestamps=True)
+            # its defaults (timestamps, conditioning on previous text, temperature fallback), greedy, its VAD
+            segments, _ = model.transcribe(samples[ch], beam_size=1, vad_filter=True)
             hyp[ch] = " ".join(s.text.strip() for s in segments)
         return hyp
 
@@ -235,25 +297,6 @@ def run_faster_whisper(model_dir: Path, calls: list[Call], device: str, threads:
             "peak_mb": mem.peak / 2**20, "steady_mb": mem.after / 2**20}
 
 
-def context_study(base: EngineOptions) -> None:
-    """WER/CER of the unit-test speech sets per bucket layout: the evidence for the default buckets."""
-    from tests.unit.asr.conftest import as_call
-    from tests.unit.asr.speech import english_clips, mandarin_clips
-
-    sets = {"en": english_clips(), "zh": mandarin_clips()}
-    calls = {k: [as_call(f"{k}{i}", c) for i, c in enumerate(v)] for k, v in sets.items()}
-    print(f"{'buckets_s':<22}{'WER en':>8}{'CER zh':>8}{'pad eff':>9}{'wall s':>8}")
-    for buckets in ((10.0, 20.0, 30.0), (15.0, 30.0), (20.0, 30.0), FULL_CONTEXT_S):
-        engine = Engine.load(replace(base, buckets_s=buckets))
-        t0 = time.perf_counter()
-        en = engine.transcribe_batch(calls["en"])
-        zh = engine.transcribe_batch(calls["zh"])
-        wall_s = time.perf_counter() - t0
-        wer = jiwer.wer([normalize_en(c.text) for c in sets["en"]], [normalize_en(r.text) for r in en])
-        cer = jiwer.cer([normalize_zh(c.text) for c in sets["zh"]], [normalize_zh(r.text) for r in zh])
-        print(f"{str(buckets):<22}{wer:>8.3f}{cer:>8.3f}{engine.stats.padding_efficiency:>9.2f}{wall_s:>8.1f}", flush=True)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minutes", type=float, default=4.0, help="call audio to generate")
@@ -262,39 +305,29 @@ def main() -> None:
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--max-items", type=int, default=16)
-    parser.add_argument("--max-audio-s", type=float, default=240.0)
+    parser.add_argument("--max-audio-s", type=float, default=480.0)
     parser.add_argument("--cache-dir", default="~/.cache/callqa/models")
     parser.add_argument("--repeats", type=int, default=2, help="timed runs per configuration (best is kept)")
-    parser.add_argument("--skip", default="", help="comma-separated configuration names to skip")
+    parser.add_argument("--configs", default=",".join([*CONFIGS, "faster-whisper"]),
+                        help=f"comma-separated, from {[*CONFIGS, 'faster-whisper']}")
     parser.add_argument("--out", type=Path, help="write the JSON report here")
-    parser.add_argument("--context-study", action="store_true",
-                        help="only measure WER/CER of the test speech sets per bucket layout")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     base = EngineOptions(device=args.device, dtype=args.dtype, threads=args.threads, cache_dir=Path(args.cache_dir),
                          max_batch_items=args.max_items, max_batch_audio_s=args.max_audio_s)
-    if args.context_study:
-        context_study(base)
-        return
     calls = make_corpus(args.minutes * 60, args.seed)
     audio_s = sum(c.duration_s for c in calls)
     print(f"corpus: {len(calls)} calls, {audio_s:.0f} s ({audio_s / 60:.1f} min), "
+          f"{sum(c.mono for c in calls)} mono 16 kHz, {sum(c.language == 'zh' for c in calls)} Mandarin, "
           f"lengths {sorted(round(c.duration_s) for c in calls)}", flush=True)
-    configs = [
-        ("batched", base, False),
-        ("batched-10s", replace(base, buckets_s=(10.0, 20.0, 30.0)), False),
-        ("batched-30s", replace(base, buckets_s=FULL_CONTEXT_S), False),
-        ("single-30s", replace(base, buckets_s=FULL_CONTEXT_S, max_batch_items=1), True),
-    ]
-    skip = set(filter(None, args.skip.split(",")))
     reports = []
-    for name, opts, one in configs:
-        if name not in skip:
-            reports.append(run_engine(name, opts, calls, one, args.repeats))
-            print(json.dumps(reports[-1]), flush=True)
-    if "faster-whisper" not in skip:
-        model_dir = _model_dir(base)
-        reports.append(run_faster_whisper(model_dir, calls, args.device, args.threads, args.repeats))
+    for name in filter(None, args.configs.split(",")):
+        if name == "faster-whisper":
+            reports.append(run_faster_whisper(_model_dir(base), calls, args.device, args.threads, args.repeats))
+        elif name in CONFIGS:
+            reports.append(run_engine(name, replace(base, **CONFIGS[name]), calls, args.repeats))
+        else:
+            parser.error(f"unknown configuration {name!r}")
         print(json.dumps(reports[-1]), flush=True)
     for r in reports:
         r["rtfx"] = audio_s / r["wall_s"]
@@ -314,17 +347,17 @@ def _model_dir(opts: EngineOptions) -> Path:
 
 def print_table(reports: list[dict], audio_s: float) -> None:
     print(f"\n{'config':<22}{'RTFx':>8}{'wall s':>9}{'WER en':>8}{'CER zh':>8}{'pad eff':>9}"
-          f"{'speech eff':>11}{'batch':>7}{'peak MB':>9}{'steady MB':>10}")
+          f"{'window eff':>11}{'batch':>7}{'peak MB':>9}{'steady MB':>10}")
     for r in reports:
         print(f"{r['name']:<22}{r['rtfx']:>8.2f}{r['wall_s']:>9.1f}{r.get('wer_en', float('nan')):>8.3f}"
               f"{r.get('cer_zh', float('nan')):>8.3f}{r.get('padding_efficiency', float('nan')):>9.2f}"
-              f"{r.get('speech_efficiency', float('nan')):>11.2f}{r.get('batch_size_mean', float('nan')):>7.1f}"
+              f"{r.get('window_efficiency', float('nan')):>11.2f}{r.get('batch_size_mean', float('nan')):>7.1f}"
               f"{r['peak_mb']:>9.0f}{r['steady_mb']:>10.0f}")
     by = {r["name"]: r for r in reports}
     print(f"\naudio: {audio_s:.0f} s; RTFx = call audio seconds / wall seconds")
-    for other in ("single-30s", "batched-30s", "faster-whisper-int8", "faster-whisper-int8_float16"):
-        if "batched" in by and other in by:
-            print(f"batched / {other}: {by['batched']['rtfx'] / by[other]['rtfx']:.2f}x")
+    for other in ("callqa-fp32", "callqa-30s", "faster-whisper-int8", "faster-whisper-int8_float16"):
+        if "callqa" in by and other in by:
+            print(f"callqa / {other}: {by['callqa']['rtfx'] / by[other]['rtfx']:.2f}x")
 
 
 if __name__ == "__main__":

@@ -1,13 +1,20 @@
-"""Batched greedy decoding over a pre-allocated key/value cache.
+"""Batched greedy decoding with timestamps over a pre-allocated key/value cache.
 
 One call decodes a batch of encoded windows together:
 
 1. ``<|startoftranscript|>`` alone gives the no-speech probability and, unless
    the language is forced, the language of each window (restricted to the
    configured candidates);
-2. ``<|lang|><|transcribe|><|notimestamps|>`` primes text decoding;
+2. ``<|lang|><|transcribe|>`` primes timestamped decoding;
 3. greedy steps until every row emits end-of-text or reaches its token cap
    (proportional to the window's duration, which stops repetition loops early).
+
+Timestamp rules (as Whisper's reference decoder applies them): the first token
+is a timestamp no later than ``max_initial_timestamp_s``; timestamps come in
+pairs (after a closing one only another timestamp or end-of-text, after a pair
+only text); they never decrease; none lies past the window's audio; and when
+the timestamp tokens together are likelier than any text token, a timestamp is
+taken. Every rule is a per-row mask, so rows stay independent.
 
 Finished rows stop costing compute: once enough rows have finished, the
 survivors are compacted to the front of the cache buffers and the batch
@@ -25,7 +32,9 @@ from torch import Tensor
 from pipeline.asr.model import KVCache, Whisper
 from pipeline.asr.tokenizer import WhisperTokenizer
 
-PROMPT_TOKENS = 3  # <|lang|><|transcribe|><|notimestamps|> after <|startoftranscript|>
+PROMPT_TOKENS = 2  # <|lang|><|transcribe|> after <|startoftranscript|>
+TIME_STEP_S = 0.02  # one timestamp token
+NEG_INF = float("-inf")
 
 
 @dataclass(frozen=True)
@@ -33,6 +42,7 @@ class DecodeOptions:
     """language: force one language code, or None to detect among ``candidate_languages``
     (empty: all of the model's languages).
 
+    tokens_per_s / min_tokens: the per-window token cap (text and timestamps).
     compact_fraction: compact the cache when at least this share of the live
     rows has finished (0 compacts at every finish; 1 never compacts early).
     """
@@ -43,17 +53,21 @@ class DecodeOptions:
     tokens_per_s: float = 12.0
     min_tokens: int = 16
     compact_fraction: float = 0.25
+    max_initial_timestamp_s: float = 1.0
 
 
 @dataclass
 class WindowDecode:
-    """Result of one window: text token ids, language, and confidence figures."""
+    """Result of one window: token ids (text and timestamps, no end-of-text), language,
+    confidence figures, and whether the model ended the window itself (False: token cap)."""
 
     tokens: list[int] = field(default_factory=list)
     language: str = ""
     language_prob: float = 0.0
     no_speech_prob: float = 0.0
     sum_logprob: float = 0.0
+    finished: bool = False
+    complete: bool = False
 
     @property
     def avg_logprob(self) -> float:
@@ -68,12 +82,27 @@ class DecodeStats:
 
 
 def token_cap(duration_s: float, opts: DecodeOptions) -> int:
-    """Most text tokens a window of this duration may produce."""
+    """Most tokens a window of this duration may produce."""
     return min(opts.max_new_tokens, int(opts.min_tokens + opts.tokens_per_s * duration_s))
 
 
+@dataclass
+class _Rows:
+    """Per-live-row decoding state as tensors (one entry per live row)."""
+
+    cap: Tensor  # token cap
+    ts_limit: Tensor  # last allowed timestamp index (the window's length)
+    last: Tensor  # last sampled token, -1 before any
+    prev: Tensor  # the one before, -1 before any
+    ts_max: Tensor  # largest timestamp index sampled, -1 before any
+
+    def keep(self, idx: list[int]) -> None:
+        for name in ("cap", "ts_limit", "last", "prev", "ts_max"):
+            setattr(self, name, getattr(self, name)[idx])
+
+
 class GreedyDecoder:
-    """Greedy decoding for one model/tokenizer pair; reusable across batches."""
+    """Greedy timestamped decoding for one model/tokenizer pair; reusable across batches."""
 
     def __init__(self, model: Whisper, tokenizer: WhisperTokenizer, opts: DecodeOptions) -> None:
         self.model = model
@@ -85,21 +114,25 @@ class GreedyDecoder:
         # no candidates configured: every language the model knows
         self.candidates = [tokenizer.language_id(c) for c in opts.candidate_languages] or list(sp.languages.values())
         n_vocab = model.dims.n_vocab
+        self.tb = sp.timestamp_begin
         suppress = torch.zeros(n_vocab, dtype=torch.bool)
         suppress[list(tokenizer.suppress_ids)] = True
-        suppress[sp.eot + 1 :] = True  # every special and timestamp token
+        suppress[sp.eot + 1 : self.tb] = True  # every special token except the timestamps
         self.suppress = suppress
-        self.suppress_begin = suppress.clone()
-        self.suppress_begin[list(tokenizer.suppress_ids_begin)] = True
+        begin = suppress.clone()
+        begin[: self.tb] = True  # the first token is a timestamp ...
+        begin[self.tb + round(opts.max_initial_timestamp_s / TIME_STEP_S) + 1 :] = True  # ... near the start
+        self.suppress_begin = begin
+        self.ts_index = torch.arange(n_vocab) - self.tb  # timestamp index of each id (negative: not one)
         self.lang_by_id = {v: k for k, v in sp.languages.items()}
 
-    def decode(self, memory: Tensor, cache: KVCache, caps: list[int], stats: DecodeStats) -> list[WindowDecode]:
-        """memory (B, T, D) encoder output; cache views sized for B rows -> one result per row."""
+    def decode(self, memory: Tensor, cache: KVCache, durations_s: list[float], stats: DecodeStats) -> list[WindowDecode]:
+        """memory (B, T, D) encoder output; cache views sized for B rows; each row's audio
+        duration (token cap, last timestamp) -> one result per row."""
         device = memory.device
         n = memory.shape[0]
         sp = self.tok.special
-        suppress = self.suppress.to(device)
-        suppress_begin = self.suppress_begin.to(device)
+        masks = (self.suppress.to(device), self.suppress_begin.to(device), self.ts_index.to(device))
         self.model.decoder.fill_cross_kv(memory, cache.cross_kv)
         results = [WindowDecode() for _ in range(n)]
         sot = torch.full((n, 1), sp.sot, dtype=torch.long, device=device)
@@ -107,34 +140,66 @@ class GreedyDecoder:
         stats.steps += 1
         stats.row_steps += n
         langs = self._languages(logits, results)
-        prompt = torch.tensor(
-            [[lang, sp.transcribe, sp.no_timestamps] for lang in langs], dtype=torch.long, device=device
-        )
+        prompt = torch.tensor([[lang, sp.transcribe] for lang in langs], dtype=torch.long, device=device)
         logits = self.model.decoder(prompt, cache).float()
+        none = torch.full((n,), -1, dtype=torch.long, device=device)
+        state = _Rows(
+            cap=torch.tensor([token_cap(d, self.opts) for d in durations_s], device=device),
+            ts_limit=torch.tensor([int(d / TIME_STEP_S) for d in durations_s], device=device),
+            last=none, prev=none.clone(), ts_max=none.clone())
         rows = list(range(n))  # live position -> result index
-        cap = torch.tensor(caps, device=device)
         step = 0
         while rows:
             stats.steps += 1
             stats.row_steps += len(rows)
-            logits.masked_fill_(suppress_begin if step == 0 else suppress, float("-inf"))
-            logprobs = torch.log_softmax(logits, dim=-1)
+            logprobs = self._apply_rules(logits, state, step, masks)
             nxt = logprobs.argmax(dim=-1)
-            nxt = torch.where(cap <= step, torch.full_like(nxt, sp.eot), nxt)
+            capped = state.cap <= step
+            nxt = torch.where(capped, torch.full_like(nxt, sp.eot), nxt)
             chosen = logprobs.gather(1, nxt[:, None])[:, 0]
-            done = self._record(rows, nxt.tolist(), chosen.tolist(), results)
+            done = self._record(rows, nxt.tolist(), chosen.tolist(), capped.tolist(), results)
+            state.prev, state.last = state.last, nxt
+            is_ts = nxt >= self.tb
+            state.ts_max = torch.where(is_ts, torch.maximum(state.ts_max, nxt - self.tb), state.ts_max)
             step += 1
             if all(done):
                 break
             n_done = sum(done)
             if n_done and n_done >= self.opts.compact_fraction * len(rows):
                 keep = [i for i, d in enumerate(done) if not d]
-                nxt, cap = nxt[keep], cap[keep]
+                nxt = nxt[keep]
+                state.keep(keep)
                 rows = [rows[i] for i in keep]
                 self._compact(cache, keep)
                 stats.compactions += 1
             logits = self.model.decoder(nxt[:, None], cache).float()
         return results
+
+    def _apply_rules(self, logits: Tensor, s: _Rows, step: int, masks: tuple[Tensor, Tensor, Tensor]) -> Tensor:
+        """Suppression and timestamp rules on logits (B, vocab) -> log-probabilities (B, vocab)."""
+        suppress, suppress_begin, ts_index = masks
+        tb, eot = self.tb, self.tok.special.eot
+        if step == 0:
+            logits.masked_fill_(suppress_begin, NEG_INF)
+            return torch.log_softmax(logits, dim=-1)
+        logits.masked_fill_(suppress, NEG_INF)
+        last_ts = s.last >= tb
+        pair_done = last_ts & ((step < 2) | (s.prev >= tb))  # a closed pair: text must follow
+        logits[:, tb:].masked_fill_(pair_done[:, None], NEG_INF)
+        logits[:, :eot].masked_fill_((last_ts & ~pair_done)[:, None], NEG_INF)  # a lone closing: no text
+        # never backwards (a closing timestamp may repeat its opening), never past the audio
+        floor = torch.where(last_ts & ~pair_done, s.ts_max, s.ts_max + 1)
+        is_ts = ts_index[None, :] >= 0
+        bad_ts = is_ts & ((ts_index[None, :] < floor[:, None]) | (ts_index[None, :] > s.ts_limit[:, None]))
+        logits.masked_fill_(bad_ts, NEG_INF)
+        logprobs = torch.log_softmax(logits, dim=-1)
+        # a timestamp when the timestamps together outweigh every single text token
+        ts_mass = torch.logsumexp(logprobs[:, tb:], dim=-1)
+        best_text = logprobs[:, :tb].max(dim=-1).values
+        force = ts_mass > best_text
+        if bool(force.any()):
+            logprobs[:, :tb].masked_fill_(force[:, None], NEG_INF)
+        return logprobs
 
     def _languages(self, logits: Tensor, results: list[WindowDecode]) -> list[int]:
         """Pick each row's language token from the logits after <|startoftranscript|>."""
@@ -155,15 +220,22 @@ class GreedyDecoder:
             r.language, r.language_prob, r.no_speech_prob = self.lang_by_id[lang], p, ns
         return lang_ids
 
-    def _record(self, rows: list[int], nxt: list[int], chosen: list[float], results: list[WindowDecode]) -> list[bool]:
+    def _record(self, rows: list[int], nxt: list[int], chosen: list[float], capped: list[bool],
+                results: list[WindowDecode]) -> list[bool]:
         eot = self.tok.special.eot
         done = []
         for pos, idx in enumerate(rows):
-            finished = results[idx].tokens[-1:] == [eot]
-            if not finished:
-                results[idx].sum_logprob += chosen[pos]
-                results[idx].tokens.append(nxt[pos])
-            done.append(finished or nxt[pos] == eot)
+            result = results[idx]
+            if result.finished:  # still in the batch until the next compaction
+                done.append(True)
+                continue
+            if nxt[pos] == eot:
+                result.finished, result.complete = True, not capped[pos]
+                done.append(True)
+                continue
+            result.sum_logprob += chosen[pos]
+            result.tokens.append(nxt[pos])
+            done.append(False)
         return done
 
     @staticmethod

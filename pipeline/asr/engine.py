@@ -1,10 +1,12 @@
 """The engine facade: calls in, transcripts out, with windows from many calls batched together.
 
 Flow of :meth:`Engine.transcribe_batch`: resample each call to 16 kHz, find
-speech windows per channel (VAD), plan model batches of windows by length
-bucket under the batch budget (:mod:`pipeline.batching`), run log-mel +
-encoder + batched greedy decoding per batch on pool buffers, and assemble
-each call's segments in call time. Every window is computed at its own
+speech regions per channel (VAD) and pack them into windows of up to 30 s
+(:mod:`pipeline.asr.packing`), plan model batches of windows by length bucket
+under the batch budget (:mod:`pipeline.batching`), run log-mel + encoder +
+batched timestamped decoding per batch on pool buffers, re-decode windows
+that loop or overflow piece by piece, and map each window's timed text back to
+call time (:mod:`pipeline.asr.timing`). Every window is computed at its own
 bucket length whatever it is batched with, so batched output equals
 one-at-a-time output.
 """
@@ -15,30 +17,34 @@ import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Literal, Sequence
 
 import numpy as np
 import torch
 
 from pipeline.asr.audio import CallAudio, resample
 from pipeline.asr.convert import load_converted
-from pipeline.asr.decode import PROMPT_TOKENS, DecodeOptions, DecodeStats, GreedyDecoder, WindowDecode, token_cap
+from pipeline.asr.decode import PROMPT_TOKENS, TIME_STEP_S, DecodeOptions, DecodeStats, GreedyDecoder, WindowDecode
 from pipeline.asr.devices import Device, DtypeName, resolve_device
 from pipeline.asr.errors import AsrError
 from pipeline.asr.features import SAMPLE_RATE, LogMel
 from pipeline.asr.memory import BucketShape, MemoryPool
 from pipeline.asr.model import Whisper
+from pipeline.asr.packing import PackedWindow, pack_regions
 from pipeline.asr.registry import lookup, resolve_files
 from pipeline.asr.text import to_simplified
+from pipeline.asr.timing import TimedSpan, coverage, timed_spans, window_texts
 from pipeline.asr.tokenizer import WhisperTokenizer
 from pipeline.asr.transcript import BatchStats, CallTranscript, EngineStats, Segment
-from pipeline.asr.vad import SileroVad, SpeechWindow, VadOptions
+from pipeline.asr.vad import SileroVad, VadOptions
 from pipeline.batching import Batch, BatchBudget, plan_batches
 
-# Measured on the test sets (tools/bench_engine.py): a 20 s bucket keeps WER/CER within 1 point of
-# the fixed 30 s context (10 s and 15 s buckets cost Mandarin 1.4 and 1.1 points CER; 5 s loops).
-DEFAULT_BUCKETS_S = (20.0, 30.0)
+# Packed windows are mostly full 30 s; shorter buckets only serve each channel's last window.
+# Measured with tools/bench_engine.py --context-study (pipeline/asr/README.md).
+DEFAULT_BUCKETS_S = (10.0, 20.0, 30.0)
 FULL_CONTEXT_S = (30.0,)
+MIN_PROGRESS_S = 0.5  # a resume point earlier than this means the decode made no progress
+Quantize = Literal["none", "int8"]
 
 
 @dataclass(frozen=True)
@@ -46,12 +52,25 @@ class EngineOptions:
     """Engine configuration (read once at the edge, then frozen).
 
     buckets_s: encoder lengths windows are padded to; ``(30.0,)`` reproduces
-        Whisper's fixed 30 s context. Shorter buckets shorten the encoder
-        context for short windows (measured in tools/bench_engine.py).
+        Whisper's fixed 30 s context.
     max_batch_items / max_batch_audio_s: the batch budget, counted in padded
         (computed) seconds; it also sizes the memory pool.
+    pack_windows: join a channel's turns into windows of up to 30 s (False: one
+        window per turn, the baseline packing is measured against).
+    join_gap_s: silence kept between two speech regions joined in a window.
+    split_pause_s: a segment running across a join whose pause in the call is
+        longer than this is split there (the other party spoke in between).
+    compression_ratio_threshold: a segment whose text compresses better than
+        this is a loop: decoding resumes after the segments before it.
+    min_resume_s: a window the model ended early with more audio than this
+        after its last segment is decoded again from there.
+    max_passes: decoding passes at most (the first plus resumptions).
     no_speech_threshold / logprob_threshold: Whisper's rule for dropping a
         window the model thinks holds no speech (belt and braces after VAD).
+    dtype: the encoder's; "auto" is bf16 on accelerators and on CPUs with native bf16, else fp32.
+    decoder_dtype: "auto" is fp32 on CPU (its small per-step matrix products pick kernels by
+        batch size in bf16, so a window's text would depend on its batch-mates), else as dtype.
+    quantize: int8 dynamic quantisation of the linear layers (CPU; off by default, see README).
     """
 
     model: str = "whisper-base"
@@ -59,32 +78,50 @@ class EngineOptions:
     cache_dir: Path = Path("~/.cache/callqa/models")
     device: str = "auto"
     dtype: DtypeName = "auto"
+    decoder_dtype: DtypeName = "auto"
+    quantize: Quantize = "none"
     threads: int | None = None
     language: str | None = None
     candidate_languages: tuple[str, ...] = ("zh", "en")
     max_batch_items: int = 16
-    max_batch_audio_s: float = 240.0
+    max_batch_audio_s: float = 480.0
     buckets_s: tuple[float, ...] = DEFAULT_BUCKETS_S
     vad: VadOptions = VadOptions()
+    pack_windows: bool = True
+    join_gap_s: float = 0.3
+    split_pause_s: float = 1.0
     max_new_tokens: int = 224
     compact_fraction: float = 0.25
+    compression_ratio_threshold: float = 2.4
+    min_resume_s: float = 1.0
+    max_passes: int = 4
     no_speech_threshold: float = 0.6
     logprob_threshold: float = -1.0
     simplified_chinese: bool = True
 
 
 @dataclass(frozen=True)
+class _Decoded:
+    """One decode of (part of) a window: its timed texts, kept up to until_s (window time)."""
+
+    window: _Window
+    result: WindowDecode
+    spans: list[tuple[TimedSpan, str]]
+    until_s: float
+
+
+@dataclass(frozen=True, eq=False)
 class _Window:
-    """A speech window of one call channel, as a batch-planner item."""
+    """A packed window of one call channel, as a batch-planner item."""
 
     call: int
     channel: int
-    span: SpeechWindow
-    samples: np.ndarray = field(repr=False)
+    packed: PackedWindow
+    stream: np.ndarray = field(repr=False)  # the channel's 16 kHz samples
 
     @property
     def duration_s(self) -> float:
-        return self.span.duration_s
+        return self.packed.duration_s
 
 
 class Engine:
@@ -107,7 +144,7 @@ class Engine:
             max_new_tokens=opts.max_new_tokens, compact_fraction=opts.compact_fraction))
         shapes = [BucketShape(b, self.budget.items_for(b)) for b in self.buckets_s]
         max_tokens = 1 + PROMPT_TOKENS + opts.max_new_tokens
-        self.pool = MemoryPool(model.dims, shapes, max_tokens, device.torch_device, next(model.parameters()).dtype)
+        self.pool = MemoryPool(model.dims, shapes, max_tokens, device.torch_device, model.decoder_dtype)
         self.stats = EngineStats()
         self.last_batch_stats: list[BatchStats] = []
 
@@ -121,10 +158,18 @@ class Engine:
         entry = lookup(opts.model, opts.model_sha256)
         files = resolve_files(entry, Path(opts.cache_dir).expanduser())
         dims, state = load_converted(files)
-        dtype = device.inference_dtype(opts.dtype)
         model = Whisper(dims)
         model.load_state_dict({k: v.to(torch.float32) for k, v in state.items()})
-        model = model.to(device=device.torch_device, dtype=dtype).eval()
+        encoder_dtype = device.inference_dtype(opts.dtype)
+        decoder_dtype = torch.float32 if opts.decoder_dtype == "auto" and device.kind == "cpu" else (
+            encoder_dtype if opts.decoder_dtype == "auto" else device.inference_dtype(opts.decoder_dtype))
+        model.encoder.to(device=device.torch_device, dtype=encoder_dtype)
+        model.decoder.to(device=device.torch_device, dtype=decoder_dtype)
+        model.eval()
+        if device.wants_int8(opts.quantize):
+            if encoder_dtype != torch.float32:
+                raise AsrError("int8 quantisation needs dtype='float32'")
+            model = model.quantized()
         tokenizer = WhisperTokenizer(files.tokenizer_json, files.config_json)
         return cls(opts, model, tokenizer, device, entry.name, f"{entry.version}@{files.sha256[:12]}")
 
@@ -136,18 +181,10 @@ class Engine:
     def transcribe_batch(self, calls: Sequence[CallAudio]) -> list[CallTranscript]:
         """Transcribe calls together; windows of all calls share model batches."""
         timings = [defaultdict(float) for _ in calls]
-        windows = self._find_windows(calls, timings)
-        decoded: dict[int, WindowDecode] = {}
         self.last_batch_stats = []
-        for batch in self._plan(windows):
-            results, stats, wall_s = self._run_batch(batch)
-            self.last_batch_stats.append(stats)
-            self.stats.add(stats)
-            for item, result in zip(batch.items, results):
-                decoded[id(item)] = result
-                # charge the batch's wall time to calls in proportion to their audio in it
-                timings[item.call]["asr_s"] += wall_s * item.duration_s / max(batch.audio_s, 1e-9)
-        return [self._assemble(i, call, [w for w in windows if w.call == i], decoded, timings[i])
+        windows = self._find_windows(calls, timings)
+        decoded = self._decode(windows, timings)
+        return [self._assemble(i, call, [d for w in windows if w.call == i for d in decoded[id(w)]], timings[i])
                 for i, call in enumerate(calls)]
 
     # -- stages -------------------------------------------------------------------------------
@@ -158,13 +195,59 @@ class Engine:
             t0 = time.perf_counter()
             samples = resample(call.samples, call.sample_rate, SAMPLE_RATE)
             t1 = time.perf_counter()
-            for ch in range(call.channels):
+            for ch, regions in enumerate(self.vad.channel_regions(samples)):
                 stream = np.ascontiguousarray(samples[ch])
-                for span in self.vad.windows(stream):
-                    windows.append(_Window(i, ch, span, stream[span.start : span.end]))
+                for packed in pack_regions(regions, self.opts.vad.max_window_s, self.opts.join_gap_s):
+                    turns = [packed] if self.opts.pack_windows else packed.unpacked()
+                    windows += [_Window(i, ch, w, stream) for w in turns]
             timings[i]["resample_s"] += t1 - t0
             timings[i]["vad_s"] += time.perf_counter() - t1
         return windows
+
+    def _decode(self, windows: list[_Window], timings: list[defaultdict]) -> dict[int, list[_Decoded]]:
+        """Decode every window, then, in further batched passes, what a pass left out: the rest
+        of a window after a loop, a cut-off or an early end; a window that loops from its start
+        is decoded piece by piece."""
+        out: dict[int, list[_Decoded]] = {id(w): [] for w in windows}
+        todo = [(w, id(w)) for w in windows]
+        for n_pass in range(self.opts.max_passes):
+            results = self._run_all([w for w, _ in todo], timings)
+            later = []
+            for w, origin in todo:
+                result = results[id(w)]
+                if not self._keep(result):  # no speech after all
+                    out[origin].append(_Decoded(w, result, [], 0.0))
+                    continue
+                spans = [(span, self._text(list(span.tokens), result.language)) for span in
+                         timed_spans(result.tokens, self.tokenizer.special.timestamp_begin, TIME_STEP_S, w.duration_s)]
+                cover = coverage(spans, w.packed, result.complete, self.opts.compression_ratio_threshold,
+                                 self.opts.min_resume_s)
+                out[origin].append(_Decoded(w, result, spans, cover.until_s))
+                if cover.resume_s is None or n_pass == self.opts.max_passes - 1:
+                    continue
+                if cover.resume_s >= MIN_PROGRESS_S:
+                    rest = w.packed.after(cover.resume_s)
+                    again = [rest] if rest is not None else []
+                else:  # nothing usable from the start: shorter context, one piece at a time
+                    again = w.packed.unpacked() if len(w.packed.pieces) > 1 else []
+                later += [(_Window(w.call, w.channel, p, w.stream), origin) for p in again]
+                timings[w.call]["redecoded_windows"] += len(again)
+            if not later:
+                break
+            todo = later
+        return out
+
+    def _run_all(self, windows: list[_Window], timings: list[defaultdict]) -> dict[int, WindowDecode]:
+        decoded: dict[int, WindowDecode] = {}
+        for batch in self._plan(windows):
+            results, stats, wall_s = self._run_batch(batch)
+            self.last_batch_stats.append(stats)
+            self.stats.add(stats)
+            for item, result in zip(batch.items, results):
+                decoded[id(item)] = result
+                # charge the batch's wall time to calls in proportion to their audio in it
+                timings[item.call]["asr_s"] += wall_s * item.duration_s / max(batch.audio_s, 1e-9)
+        return decoded
 
     def _plan(self, windows: list[_Window]) -> list[Batch[_Window]]:
         """Budgeted batches, split further where a batch exceeds its bucket's pool shape."""
@@ -182,46 +265,46 @@ class Engine:
         t0 = time.perf_counter()
         audio = self.pool.audio(bucket_s, n)
         for row, item in enumerate(batch.items):
-            audio[row, : item.samples.size] = torch.from_numpy(item.samples)
-        dtype = next(self.model.parameters()).dtype
-        mel = self.mel(audio, shape.mel_frames).to(dtype)
+            for p in item.packed.pieces:
+                audio[row, p.dst_start : p.dst_end] = torch.from_numpy(item.stream[p.src_start : p.src_end])
+        mel = self.mel(audio, shape.mel_frames).to(self.model.dtype)
         memory = self.model.encoder(mel)
         self.device.synchronize()
         t1 = time.perf_counter()
-        caps = [token_cap(item.duration_s, self.decoder.opts) for item in batch.items]
         dstats = DecodeStats()
-        results = self.decoder.decode(memory, self.pool.kv_cache(bucket_s, n), caps, dstats)
+        results = self.decoder.decode(memory, self.pool.kv_cache(bucket_s, n),
+                                      [item.duration_s for item in batch.items], dstats)
         self.device.synchronize()
         t2 = time.perf_counter()
         mem = self.device.memory_bytes()
         stats = BatchStats(
             items=n, bucket_s=bucket_s, audio_s=batch.audio_s, computed_s=batch.computed_s,
-            speech_s=sum(item.span.speech_s for item in batch.items),
+            speech_s=sum(item.packed.speech_s for item in batch.items),
             encode_s=t1 - t0, decode_s=t2 - t1, decode_steps=dstats.steps,
             decode_row_steps=dstats.row_steps, compactions=dstats.compactions,
             memory_allocated_bytes=mem["allocated"], memory_reserved_bytes=mem["reserved"],
             memory_peak_bytes=mem["peak"])
         return results, stats, t2 - t0
 
+    def _text(self, tokens: list[int], language: str) -> str:
+        text = self.tokenizer.decode(tokens)
+        return to_simplified(text) if language == "zh" and self.opts.simplified_chinese else text
+
     def _keep(self, result: WindowDecode) -> bool:
         """Whisper's silence rule: drop when no-speech is likely and the text is unsure."""
         o = self.opts
         return not (result.no_speech_prob > o.no_speech_threshold and result.avg_logprob < o.logprob_threshold)
 
-    def _assemble(self, index: int, call: CallAudio, windows: list[_Window],
-                  decoded: dict[int, WindowDecode], timings: dict[str, float]) -> CallTranscript:
+    def _assemble(self, index: int, call: CallAudio, decoded: list[_Decoded],
+                  timings: dict[str, float]) -> CallTranscript:
         segments: list[Segment] = []
         votes: dict[int, Counter] = defaultdict(Counter)
-        for w in windows:
-            result = decoded[id(w)]
-            votes[w.channel][result.language] += w.span.speech_s
-            text = self.tokenizer.decode(result.tokens)
-            if result.language == "zh" and self.opts.simplified_chinese:
-                text = to_simplified(text)
-            if not text or not self._keep(result):
-                continue
-            segments.append(Segment(role=call.roles[w.channel], channel=w.channel, start_s=round(w.span.start_s, 3),
-                                    end_s=round(w.span.end_s, 3), text=text, language=result.language))
+        for d in decoded:
+            w, language = d.window, d.result.language
+            votes[w.channel][language] += w.packed.speech_s
+            pieces = window_texts(d.spans, w.packed, d.until_s, self.opts.split_pause_s)
+            segments += [Segment(role=call.roles[w.channel], channel=w.channel, start_s=round(p.start_s, 3),
+                                 end_s=round(p.end_s, 3), text=p.text, language=language) for p in pieces]
         segments.sort(key=lambda s: (s.start_s, s.channel))
         languages = {ch: c.most_common(1)[0][0] for ch, c in sorted(votes.items())}
         return CallTranscript(call_id=call.call_id, segments=segments, languages=languages,

@@ -170,6 +170,27 @@ class AudioEncoder(nn.Module):
         return self.ln_post(x)
 
 
+class TiedOutput(nn.Module):
+    """(B, D) -> (B, vocab) logits through the token embedding's weight (Whisper ties them).
+
+    Holds the embedding without registering it, so the state dict has no extra key.
+    """
+
+    def __init__(self, embedding: nn.Embedding) -> None:
+        super().__init__()
+        self._embedding = (embedding,)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.linear(x, self._embedding[0].weight)
+
+    def as_linear(self) -> nn.Linear:
+        """A Linear holding a copy of the weight (what int8 quantisation can replace)."""
+        weight = self._embedding[0].weight
+        linear = nn.Linear(weight.shape[1], weight.shape[0], bias=False, device=weight.device, dtype=weight.dtype)
+        linear.weight = nn.Parameter(weight.detach().clone(), requires_grad=False)
+        return linear
+
+
 class TextDecoder(nn.Module):
     def __init__(self, dims: WhisperDims) -> None:
         super().__init__()
@@ -178,9 +199,11 @@ class TextDecoder(nn.Module):
         self.register_buffer("positional", torch.empty(dims.n_text_ctx, d))
         self.blocks = nn.ModuleList(DecoderBlock(d, dims.n_heads) for _ in range(dims.n_decoder_layers))
         self.ln = nn.LayerNorm(d)
+        self.output: nn.Module = TiedOutput(self.token_embedding)
 
     def fill_cross_kv(self, memory: Tensor, cross_kv: Tensor) -> None:
         """Write every layer's cross keys/values of memory (B, T, D) into cross_kv (layers, 2, B, H, T, Dh)."""
+        memory = memory.to(cross_kv.dtype)
         for i, block in enumerate(self.blocks):
             k, v = block.cross_attn.encode_kv(memory)
             cross_kv[i, 0].copy_(k)
@@ -193,9 +216,7 @@ class TextDecoder(nn.Module):
         for i, block in enumerate(self.blocks):
             x = block(x, cache.self_kv[i], cache.cross_kv[i], start)
         cache.length = start + tokens.shape[1]
-        x = self.ln(x[:, -1])
-        # output projection is tied to the token embedding
-        return x @ self.token_embedding.weight.T
+        return self.output(self.ln(x[:, -1]))
 
 
 class Whisper(nn.Module):
@@ -204,3 +225,21 @@ class Whisper(nn.Module):
         self.dims = dims
         self.encoder = AudioEncoder(dims)
         self.decoder = TextDecoder(dims)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The dtype features enter the encoder in."""
+        return self.encoder.conv1.weight.dtype
+
+    @property
+    def decoder_dtype(self) -> torch.dtype:
+        """The dtype of the decoder's activations and key/value caches."""
+        return self.decoder.token_embedding.weight.dtype
+
+    def quantized(self) -> Whisper:
+        """int8 dynamic quantisation of every Linear (weights int8, activations quantised per
+        batch): the CPU fast path. Convolutions, norms and attention stay fp32."""
+        tied = self.decoder.output
+        if isinstance(tied, TiedOutput):
+            self.decoder.output = tied.as_linear()
+        return torch.ao.quantization.quantize_dynamic(self, {nn.Linear}, dtype=torch.qint8)

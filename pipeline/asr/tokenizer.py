@@ -23,6 +23,7 @@ class SpecialTokens:
     transcribe: int
     no_speech: int
     no_timestamps: int
+    timestamp_begin: int  # id of <|0.00|>; later ids step by 0.02 s
     languages: dict[str, int]  # "en" -> id of <|en|>
 
 
@@ -42,6 +43,8 @@ class WhisperTokenizer:
             transcribe=self._id("<|transcribe|>"),
             no_speech=self._first_id("<|nospeech|>", "<|nocaptions|>"),
             no_timestamps=self._id("<|notimestamps|>"),
+            # tokenizer.json files often omit the 1501 timestamp tokens: they follow <|notimestamps|>
+            timestamp_begin=self._tok.token_to_id("<|0.00|>") or self._id("<|notimestamps|>") + 1,
             languages=languages,
         )
 

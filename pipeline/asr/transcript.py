@@ -45,7 +45,7 @@ class BatchStats:
 
     items: int
     bucket_s: float
-    audio_s: float  # window seconds (speech plus the short pauses inside windows)
+    audio_s: float  # window seconds (speech, pauses kept inside pieces, gaps at joins)
     speech_s: float  # voiced seconds per VAD
     computed_s: float  # items x bucket length
     encode_s: float
@@ -59,13 +59,13 @@ class BatchStats:
 
     @property
     def padding_efficiency(self) -> float:
-        """Frames carrying window audio ÷ frames computed."""
-        return self.audio_s / self.computed_s if self.computed_s else 1.0
+        """Speech seconds ÷ padded seconds computed (pauses and joins count as waste)."""
+        return self.speech_s / self.computed_s if self.computed_s else 1.0
 
     @property
-    def speech_efficiency(self) -> float:
-        """Voiced frames ÷ frames computed (stricter: pauses inside windows count as waste)."""
-        return self.speech_s / self.computed_s if self.computed_s else 1.0
+    def window_efficiency(self) -> float:
+        """Window seconds ÷ padded seconds computed (only the bucket padding counts as waste)."""
+        return self.audio_s / self.computed_s if self.computed_s else 1.0
 
 
 class EngineStats:
@@ -84,11 +84,12 @@ class EngineStats:
 
     @property
     def padding_efficiency(self) -> float:
-        return self.audio_s / self.computed_s if self.computed_s else 1.0
+        """Speech seconds ÷ padded seconds computed, over all batches."""
+        return self.speech_s / self.computed_s if self.computed_s else 1.0
 
     @property
-    def speech_efficiency(self) -> float:
-        return self.speech_s / self.computed_s if self.computed_s else 1.0
+    def window_efficiency(self) -> float:
+        return self.audio_s / self.computed_s if self.computed_s else 1.0
 
     def reset(self) -> None:
         self.batches.clear()

@@ -10,7 +10,7 @@ import pytest
 import soundfile as sf
 
 from pipeline.asr import AudioDecodeError, CallAudio, load_call_audio
-from pipeline.asr.text import normalize_en
+from pipeline.asr.text import normalize_en, normalize_zh
 from pipeline.errors import CallQAError, DecodeError
 from tests.unit.asr.speech import speak
 
@@ -49,9 +49,11 @@ def test_stereo_8k_call_roles_order_and_times(engine):
     for segment, (channel, start_s, end_s) in zip(result.segments, spans):
         assert segment.channel == channel
         assert abs(segment.start_s - start_s) <= 0.5 and abs(segment.end_s - end_s) <= 0.5
-    # telephone band (8 kHz) synthetic speech costs Whisper base some accuracy: a looser bound
-    for segment, (_, _, text) in zip(result.segments, TURNS):
-        assert jiwer.wer(normalize_en(text), normalize_en(segment.text)) <= 0.35, segment.text
+    # telephone band (8 kHz) synthetic speech costs Whisper base some accuracy: looser bounds
+    refs = [normalize_en(text) for _, _, text in TURNS]
+    hyps = [normalize_en(segment.text) for segment in result.segments]
+    assert jiwer.wer(refs, hyps) <= 0.25, hyps
+    assert all(jiwer.wer(ref, hyp) <= 0.5 for ref, hyp in zip(refs, hyps)), hyps
     assert result.languages == {0: "en", 1: "en"}
     assert result.duration_s == pytest.approx(19.0)
     assert {"vad_s", "asr_s"} <= set(result.timings)
@@ -87,3 +89,67 @@ def test_corrupt_audio_raises_typed_decode_error(payload):
     with pytest.raises(AudioDecodeError) as info:
         load_call_audio(payload)
     assert isinstance(info.value, DecodeError) and isinstance(info.value, CallQAError)
+
+
+def dialogue(agent: list[np.ndarray], customer: list[np.ndarray], rate: int = 16_000) -> CallAudio:
+    """A stereo call whose parties take turns (0.6 s apart): agent left, customer right."""
+    turns = [(0, a) for a in agent] + [(1, c) for c in customer]
+    turns = [turns[i // 2 + (len(agent) if i % 2 else 0)] for i in range(len(turns))]  # alternate parties
+    total = sum(t.size for _, t in turns) + int(0.6 * rate) * (len(turns) + 1)
+    samples = np.zeros((2, total), np.float32)
+    at = int(0.6 * rate)
+    for channel, speech in turns:
+        samples[channel, at : at + speech.size] = speech
+        at += speech.size + int(0.6 * rate)
+    return CallAudio("dialogue", samples, rate, ("agent", "customer"))
+
+
+@pytest.fixture(scope="module")
+def per_turn_engine(engine):
+    from dataclasses import replace
+
+    from pipeline.asr import Engine
+
+    return Engine(replace(engine.opts, pack_windows=False), engine.model, engine.tokenizer, engine.device,
+                  engine.model_name, engine.model_version)
+
+
+def test_packed_windows_are_at_least_as_accurate_as_one_per_turn(engine, per_turn_engine, en_clips, zh_clips):
+    en = dialogue([c.samples for c in en_clips[:4]], [c.samples for c in en_clips[4:8]])
+    zh = dialogue([c.samples for c in zh_clips[:6]], [c.samples for c in zh_clips[6:12]])
+    refs_en = {0: " ".join(c.text for c in en_clips[:4]), 1: " ".join(c.text for c in en_clips[4:8])}
+    refs_zh = {0: "".join(c.text for c in zh_clips[:6]), 1: "".join(c.text for c in zh_clips[6:12])}
+
+    def error(result, refs, norm, metric):
+        return metric([norm(refs[ch]) for ch in (0, 1)], [norm(result.text_of(role)) for role in ("agent", "customer")])
+
+    packed_en, turn_en = (e.transcribe(en) for e in (engine, per_turn_engine))
+    packed_zh, turn_zh = (e.transcribe(zh) for e in (engine, per_turn_engine))
+    assert error(packed_en, refs_en, normalize_en, jiwer.wer) <= error(turn_en, refs_en, normalize_en, jiwer.wer) + 1e-9
+    assert error(packed_zh, refs_zh, normalize_zh, jiwer.cer) <= error(turn_zh, refs_zh, normalize_zh, jiwer.cer) + 1e-9
+    # and far fewer windows: one per channel instead of one per turn
+    assert len(engine.last_batch_stats) >= 1
+    windows = sum(b.items for b in engine.last_batch_stats)
+    assert windows == 2
+
+
+def test_a_call_in_two_languages_keeps_each_party_s_language(engine, en_clips, zh_clips):
+    call = dialogue([c.samples for c in en_clips[:3]], [c.samples for c in zh_clips[:3]])
+    result = engine.transcribe(call)
+    assert result.languages == {0: "en", 1: "zh"}
+    assert {s.language for s in result.segments if s.role == "agent"} == {"en"}
+    assert {s.language for s in result.segments if s.role == "customer"} == {"zh"}
+    assert jiwer.wer(normalize_en(" ".join(c.text for c in en_clips[:3])), normalize_en(result.text_of("agent"))) <= 0.15
+    assert jiwer.cer(normalize_zh("".join(c.text for c in zh_clips[:3])), normalize_zh(result.text_of("customer"))) <= 0.2
+
+
+def test_a_party_switching_language_between_windows_is_transcribed_in_both(engine, en_clips, zh_clips):
+    # 27 s of English, then Mandarin: two windows of one channel, each decoded in its own language
+    pause = np.zeros(8_000, np.float32)
+    english = np.concatenate([np.concatenate([c.samples, pause]) for c in en_clips[:7]])
+    mandarin = np.concatenate([np.concatenate([c.samples, pause]) for c in zh_clips[:5]])
+    samples = np.concatenate([english, np.zeros(16_000, np.float32), mandarin])[None, :]
+    result = engine.transcribe(CallAudio("switch", samples, 16_000, ("mixed",)))
+    languages = [s.language for s in result.segments]
+    assert "en" in languages and "zh" in languages
+    assert languages.index("zh") > max(i for i, lang in enumerate(languages) if lang == "en")

@@ -1,4 +1,4 @@
-"""Small pieces: VAD window merging, log-mel features, text normalisation, devices, memory pool."""
+"""Small pieces: VAD regions, log-mel features, text normalisation, devices, memory pool."""
 
 from __future__ import annotations
 
@@ -6,46 +6,24 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline.asr.devices import resolve_device
+from pipeline.asr.devices import _cpu_has_native_bf16, resolve_device
 from pipeline.asr.errors import DeviceError
 from pipeline.asr.features import HOP, LogMel, mel_filters
 from pipeline.asr.text import normalize_en, normalize_zh, to_simplified
-from pipeline.asr.vad import VAD_RATE, merge_regions
+from pipeline.asr.vad import VAD_RATE
 
 S = VAD_RATE
-
-
-def spans(windows):
-    return [(w.start / S, w.end / S) for w in windows]
-
-
-def test_regions_merge_across_short_pauses_only():
-    regions = [(0, 2 * S), (int(2.5 * S), 4 * S), (7 * S, 8 * S)]
-    assert spans(merge_regions(regions, max_gap_s=1.0, max_window_s=30)) == [(0, 4), (7, 8)]
-
-
-def test_windows_never_exceed_limit_and_cut_at_pauses():
-    # ten 5 s utterances with 0.5 s pauses: merged greedily, each window <= 12 s
-    regions = [(int(i * 5.5 * S), int((i * 5.5 + 5) * S)) for i in range(10)]
-    windows = merge_regions(regions, max_gap_s=1.0, max_window_s=12)
-    assert all(w.duration_s <= 12 for w in windows)
-    starts = {r[0] for r in regions}
-    assert all(w.start in starts for w in windows)  # every cut falls in a pause
-    assert sum(w.speech_s for w in windows) == pytest.approx(50)
-
-
-def test_region_longer_than_limit_is_split():
-    windows = merge_regions([(0, 70 * S)], max_gap_s=1.0, max_window_s=30)
-    assert spans(windows) == [(0, 30), (30, 60), (60, 70)]
 
 
 def test_vad_finds_speech_in_call_time(engine):
     from tests.unit.asr.speech import pad, speak
 
     audio = pad(speak("Hello there, this is a test.", S), S, 3.0, 2.0)
-    windows = engine.vad.windows(audio)
-    assert len(windows) == 1 and abs(windows[0].start_s - 3.0) < 0.4
-    assert engine.vad.windows(np.zeros(5 * S, np.float32)) == []
+    found = engine.vad.regions(audio)
+    assert abs(found[0][0] / S - 3.0) < 0.4 and found[-1][1] / S < audio.size / S - 1.5
+    assert engine.vad.regions(np.zeros(5 * S, np.float32)) == []
+    both = engine.vad.channel_regions(np.stack([audio, np.zeros_like(audio)]))
+    assert both == [engine.vad.regions(audio), []]
 
 
 def test_mel_filters_cover_the_spectrum():
@@ -72,7 +50,9 @@ def test_text_normalisation():
 
 def test_device_interface_resolves_cpu_and_refuses_unknown():
     cpu = resolve_device("cpu")
-    assert cpu.kind == "cpu" and cpu.inference_dtype("auto") == torch.float32
+    native_bf16 = _cpu_has_native_bf16()
+    assert cpu.kind == "cpu" and cpu.inference_dtype("auto") == (torch.bfloat16 if native_bf16 else torch.float32)
+    assert cpu.inference_dtype("float32") == torch.float32 and not cpu.wants_int8("none")
     assert cpu.memory_bytes()["allocated"] > 0
     with pytest.raises(DeviceError):
         resolve_device("tpu")

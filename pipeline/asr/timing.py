@@ -1,0 +1,164 @@
+"""From timestamped tokens of a packed window to call-time segments; the loop check. Pure (no torch).
+
+The decoder emits ``<|t0|> text <|t1|><|t2|> text <|t3|>``: each pair of
+timestamps brackets one segment in window time. :func:`timed_spans` cuts the
+tokens there; :func:`call_segments` maps each span back to call time through
+the window's offset map and splits a span that runs across a join between
+regions far apart in the call (the other party spoke in between), sharing its
+text between the parts in proportion to their time.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from pipeline.asr.packing import RATE, PackedWindow
+
+MIN_PART_S = 0.4  # a split part with less audio than this gets no text
+CLAUSE_END = frozenset(",.?!;:，。？！；：、")
+
+
+@dataclass(frozen=True)
+class TimedSpan:
+    """Text tokens between two timestamps, times in seconds from the window's start."""
+
+    start_s: float
+    end_s: float
+    tokens: tuple[int, ...]
+    closed: bool = True  # False: no closing timestamp (the window ended, or the token cap cut it)
+
+
+@dataclass(frozen=True)
+class TimedText:
+    """A piece of one window's transcript on the call's clock."""
+
+    start_s: float
+    end_s: float
+    text: str
+
+
+def timed_spans(tokens: list[int], timestamp_begin: int, step_s: float, window_s: float) -> list[TimedSpan]:
+    """Cut decoder output (no end-of-text) into spans at timestamp pairs.
+
+    Text after the last timestamp (the token cap cut the window) runs to the
+    window's end; times are clamped to the window.
+    """
+    spans: list[TimedSpan] = []
+    start: float | None = None
+    text: list[int] = []
+    for tok in tokens:
+        if tok < timestamp_begin:
+            text.append(tok)
+            continue
+        t = min((tok - timestamp_begin) * step_s, window_s)
+        if start is not None and text:
+            spans.append(TimedSpan(start, max(t, start), tuple(text)))
+            start, text = None, []
+        else:
+            start = t  # an opening timestamp (or one that replaces an empty pair's)
+    if text:
+        begin = start if start is not None else 0.0
+        spans.append(TimedSpan(begin, max(window_s, begin), tuple(text), closed=False))
+    return spans
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """How much of a window its decode transcribed well.
+
+    until_s: spans ending by then are kept (window time; inf: all).
+    resume_s: where to decode the window again from (None: nothing left to do).
+    """
+
+    until_s: float
+    resume_s: float | None
+
+
+def coverage(spans: list[tuple[TimedSpan, str]], window: PackedWindow, complete: bool,
+             max_compression: float, min_rest_s: float) -> Coverage:
+    """Good spans run up to the first that loops (repeats the one before, or compresses like a
+    loop) or was cut off; decoding resumes after them. A window the model ended early, with
+    more than min_rest_s of audio after its last span, resumes too (Whisper often stops short
+    of a long window's end)."""
+    good_end, previous = 0.0, None
+    for span, text in spans:
+        if not span.closed or text == previous or compression_ratio(text) > max_compression:
+            return Coverage(good_end, good_end)
+        good_end, previous = span.end_s, text
+    if not complete:
+        return Coverage(good_end, good_end)
+    rest = _audio_s(window, good_end, window.duration_s)
+    return Coverage(float("inf"), good_end if rest > min_rest_s else None)
+
+
+def _units(text: str) -> tuple[list[str], str]:
+    """Words of spaced text, characters of unspaced (Chinese) text, and the joiner."""
+    return (text.split(), " ") if " " in text.strip() else (list(text.strip()), "")
+
+
+def call_segments(span: TimedSpan, text: str, window: PackedWindow, min_pause_s: float) -> list[TimedText]:
+    """One span of ``window`` -> call-time pieces, split at joins whose call pause exceeds min_pause_s."""
+    joins = window.joins_within(span.start_s, span.end_s, min_pause_s)
+    edges = [span.start_s]
+    for i in joins:
+        prev, cur = window.pieces[i - 1], window.pieces[i]
+        edges.append((prev.dst_end + cur.dst_start) / 2 / RATE)
+    edges.append(span.end_s)
+    # share the text by the audio each part really holds; a sliver at a join (the model's
+    # timestamp a little early or late) gets none
+    weights = [_audio_s(window, edges[k], edges[k + 1]) for k in range(len(edges) - 1)]
+    weights = [w if w >= MIN_PART_S else 0.0 for w in weights]
+    total = sum(weights) or 1.0
+    units, joiner = _units(text)
+    out: list[TimedText] = []
+    taken, cumulative = 0, 0.0
+    for k, weight in enumerate(weights):
+        cumulative += weight
+        upto = len(units) if k == len(weights) - 1 else _snap(units, round(len(units) * cumulative / total))
+        part = joiner.join(units[taken:upto]).strip()
+        taken = max(taken, upto)
+        if part:
+            start = window.to_call_s(edges[k], "start")
+            end = max(window.to_call_s(edges[k + 1], "end"), start)
+            out.append(TimedText(start, end, part))
+    return out
+
+
+def _snap(units: list[str], at: int) -> int:
+    """Move a text split point to the nearest clause end (punctuation) close to it: the time
+    share only estimates where the words fall, the model's punctuation marks the pause."""
+    reach = max(2, len(units) // 4)
+    ends = [i for i in range(max(1, at - reach), min(len(units), at + reach + 1)) if units[i - 1][-1:] in CLAUSE_END]
+    return min(ends, key=lambda i: abs(i - at)) if ends else at
+
+
+def _audio_s(window: PackedWindow, start_s: float, end_s: float) -> float:
+    """Seconds of window time in (start_s, end_s) covered by pieces (joins' gaps excluded)."""
+    lo, hi = start_s * RATE, end_s * RATE
+    return sum(max(0.0, min(hi, p.dst_end) - max(lo, p.dst_start)) for p in window.pieces) / RATE
+
+
+def compression_ratio(text: str) -> float:
+    """Bytes of text ÷ bytes compressed: high for repetition loops (Whisper's test, 2.4)."""
+    data = text.encode("utf-8")
+    return len(data) / len(zlib.compress(data)) if data else 0.0
+
+
+def has_words(text: str) -> bool:
+    """False for text of punctuation and spaces only (what a model writes for breath or noise)."""
+    return any(ch.isalnum() for ch in text)
+
+
+def window_texts(spans: list[tuple[TimedSpan, str]], window: PackedWindow, until_s: float,
+                 min_pause_s: float) -> list[TimedText]:
+    """The call-time pieces of one window's spans that end by until_s; consecutive repeats and
+    word-less texts dropped."""
+    out: list[TimedText] = []
+    previous = None
+    for span, text in spans:
+        if span.end_s > until_s + 1e-6:
+            break
+        if has_words(text) and text != previous:
+            out.extend(call_segments(span, text, window, min_pause_s))
+        previous = text
+    return out

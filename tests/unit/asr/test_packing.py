@@ -1,0 +1,122 @@
+"""Packed windows and timed text, pure: offset maps, joins, timestamp pairs, splitting, loops."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.asr.packing import RATE, pack_regions
+from pipeline.asr.timing import Coverage, TimedSpan, call_segments, compression_ratio, coverage, timed_spans, window_texts
+
+S = RATE
+TB = 50_000  # a timestamp_begin for the token tests
+STEP = 0.02
+
+
+def regions(*spans_s: tuple[float, float]) -> list[tuple[int, int]]:
+    return [(int(a * S), int(b * S)) for a, b in spans_s]
+
+
+def ts(t_s: float) -> int:
+    return TB + round(t_s / STEP)
+
+
+def test_turns_are_packed_with_silence_removed_and_a_fixed_gap():
+    # one party's turns, the other party talking in between
+    [window] = pack_regions(regions((1, 4), (10, 13), (20, 22)), max_window_s=30, gap_s=0.3)
+    assert [(p.src_start / S, p.src_end / S, p.dst_start / S) for p in window.pieces] == [
+        (1, 4, 0), (10, 13, 3.3), (20, 22, 6.6)]
+    assert window.duration_s == pytest.approx(8.6) and window.speech_s == pytest.approx(8)
+    assert (window.start_s, window.end_s) == (1, 22)
+
+
+def test_short_pauses_stay_in_place_and_windows_fill_to_the_limit():
+    # 5 s utterances 0.2 s apart are one piece each pair; windows never pass 12 s and never cut speech
+    spans = [(i * 5.2, i * 5.2 + 5) for i in range(6)]
+    windows = pack_regions(regions(*spans), max_window_s=12, gap_s=0.3)
+    assert all(w.duration_s <= 12 + 1e-9 for w in windows)
+    starts = {int(a * S) for a, _ in spans}
+    assert all(p.src_start in starts for w in windows for p in w.pieces)
+    assert sum(w.speech_s for w in windows) == pytest.approx(30, abs=1e-3)
+    assert [len(w.pieces) for w in windows] == [1, 1, 1]  # 10.2 s pieces of two utterances each
+
+
+def test_a_region_longer_than_the_limit_is_cut():
+    windows = pack_regions(regions((0, 70)), max_window_s=30)
+    assert [(w.start_s, w.end_s) for w in windows] == [(0, 30), (30, 60), (60, 70)]
+
+
+def test_window_time_maps_to_call_time_and_gaps_snap_to_speech():
+    [window] = pack_regions(regions((1, 4), (10, 13)), gap_s=0.3)
+    assert window.to_call_s(1.0, "start") == pytest.approx(2.0)
+    assert window.to_call_s(3.5, "end") == pytest.approx(10.2)
+    assert window.to_call_s(3.1, "start") == pytest.approx(10.0)  # in the gap: the next piece starts
+    assert window.to_call_s(3.1, "end") == pytest.approx(4.0)  # ... or the previous one ends
+    assert window.to_call_s(99, "end") == pytest.approx(13.0)
+    assert [len(p.pieces) for p in window.unpacked()] == [1, 1]
+    assert [p.speech_s for p in window.unpacked()] == pytest.approx([3, 3])
+
+
+def test_timestamp_pairs_cut_segments():
+    tokens = [ts(0), 1, 2, ts(2.0), ts(2.5), 3, ts(4.0)]
+    assert timed_spans(tokens, TB, STEP, window_s=10) == [
+        TimedSpan(0.0, 2.0, (1, 2)), TimedSpan(2.5, 4.0, (3,))]
+    # the token cap cut the last segment: it runs to the window's end; times clamp to the window
+    assert timed_spans([ts(1.0), 7, 8], TB, STEP, window_s=5) == [TimedSpan(1.0, 5.0, (7, 8), closed=False)]
+    assert timed_spans([ts(0), 1, ts(9.0)], TB, STEP, window_s=6) == [TimedSpan(0.0, 6.0, (1,))]
+    assert timed_spans([ts(0), 1, ts(1.0), ts(1.0), 2], TB, STEP, window_s=6)[-1].closed is False
+    assert timed_spans([ts(0), ts(1.0)], TB, STEP, window_s=6) == []
+
+
+def test_a_segment_across_a_far_join_is_split_at_a_clause_end():
+    [window] = pack_regions(regions((1, 4), (10, 11.5)), gap_s=0.3)
+    span = TimedSpan(0.0, 4.8, (1,))
+    parts = call_segments(span, "Hello, my internet stopped working, thank you very much.", window, 1.0)
+    assert [p.text for p in parts] == ["Hello, my internet stopped working,", "thank you very much."]
+    assert [(p.start_s, p.end_s) for p in parts] == [pytest.approx((1.0, 4.0)), pytest.approx((10.0, 11.5))]
+    # Chinese text splits between characters
+    zh = call_segments(span, "您好，请问有什么可以帮您？谢谢。", window, 1.0)
+    assert "".join(p.text for p in zh) == "您好，请问有什么可以帮您？谢谢。" and len(zh) == 2
+
+
+def test_near_joins_and_slivers_are_not_split():
+    [window] = pack_regions(regions((1, 4), (4.5, 6)), gap_s=0.3)  # pause 0.5 s: not a turn change
+    parts = call_segments(TimedSpan(0.0, 4.8, (1,)), "one two three four", window, min_pause_s=1.0)
+    assert [(p.text, p.start_s, p.end_s) for p in parts] == [("one two three four", 1.0, 6.0)]
+    [window] = pack_regions(regions((1, 4), (10, 13)), gap_s=0.3)
+    # the model's segment starts 0.1 s before the join: the sliver gets no text
+    parts = call_segments(TimedSpan(2.9, 6.3, (1,)), "I am sorry for that", window, min_pause_s=1.0)
+    assert [p.text for p in parts] == ["I am sorry for that"] and parts[0].start_s == pytest.approx(10.0)
+
+
+def spans_of(*items: tuple[float, float, str, bool]) -> list[tuple[TimedSpan, str]]:
+    return [(TimedSpan(a, b, (1,), closed), text) for a, b, text, closed in items]
+
+
+def test_repeats_and_word_less_texts_are_dropped_and_loops_compress_well():
+    [window] = pack_regions(regions((0, 10)))
+    spans = spans_of((0, 2, "again", True), (2, 4, "again", True), (4, 5, " 。 ", True), (5, 6, "done", True))
+    assert [t.text for t in window_texts(spans, window, float("inf"), 1.0)] == ["again", "done"]
+    assert [t.text for t in window_texts(spans, window, 4.0, 1.0)] == ["again"]
+    assert compression_ratio("thank you " * 30) > 2.4 > compression_ratio("Thank you for calling, how can I help?")
+
+
+def test_decoding_resumes_after_a_loop_a_cut_or_an_early_end():
+    [window] = pack_regions(regions((0, 10), (20, 30)), gap_s=0.3)  # a 20.3 s window
+    good = spans_of((0, 4, "hello there", True), (4, 8, "how are you", True))
+    assert coverage(good, window, True, 2.4, 1.0) == Coverage(float("inf"), 8.0)  # stopped 12 s early
+    done = spans_of((0, 10, "hello there", True), (10.3, 19.8, "how are you", True))
+    assert coverage(done, window, True, 2.4, 1.0) == Coverage(float("inf"), None)
+    looped = good + spans_of((8, 9, "how are you", True), (9, 10, "how are you", True))
+    assert coverage(looped, window, True, 2.4, 1.0) == Coverage(8.0, 8.0)
+    cut = good + spans_of((8, 20.3, "and then", False))
+    assert coverage(cut, window, False, 2.4, 1.0) == Coverage(8.0, 8.0)
+    assert coverage(spans_of((0, 5, "la " * 40, True)), window, True, 2.4, 1.0) == Coverage(0.0, 0.0)
+
+
+def test_the_rest_of_a_window_keeps_its_call_times():
+    [window] = pack_regions(regions((1, 4), (10, 13), (20, 22)), gap_s=0.3)
+    rest = window.after(4.3)  # one second into the second piece
+    assert [(p.src_start / S, p.src_end / S, p.dst_start / S) for p in rest.pieces] == [(11, 13, 0), (20, 22, 2.3)]
+    assert rest.speech_s == pytest.approx(4)
+    assert window.after(3.1).pieces[0].src_start == 10 * S  # in a gap: from the next piece
+    assert window.after(9.0) is None
