@@ -9,7 +9,9 @@ One process per accelerator, in group ``asr-<bucket>``. The loop:
 
 While the engine computes, the consumer is paused and keeps polling, so heartbeats and
 ``max.poll.interval.ms`` hold during long batches. An abortable transaction error aborts
-and rewinds to the committed offsets; nothing is produced twice or lost.
+and rewinds to the committed offsets; nothing is produced twice or lost. A batch from a
+partition revoked after its fetch is dropped even if the partition came back (see
+:mod:`pipeline.checkpoint`), and committed offsets never move backwards.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 
 from pipeline.asr import Engine
 from pipeline.batching import BatchBudget, pack_in_order
+from pipeline.checkpoint import Checkpoint, Position
 from pipeline.config import Settings
 from pipeline.errors import DecodeError
 from pipeline.events import DeadLetter, RoutedCall, SourcePosition, Transcript, decode, encode
@@ -61,15 +64,16 @@ class _Queued:
     """A consumed message, decoded once. Undecodable values cost nothing (they go to the DLQ)."""
 
     msg: Message
+    position: Position  # with the partition's generation when consumed
     call: RoutedCall | None
     error: str | None
 
     @classmethod
-    def of(cls, msg: Message) -> "_Queued":
+    def of(cls, msg: Message, position: Position) -> "_Queued":
         try:
-            return cls(msg, decode(msg.value(), RoutedCall), None)
+            return cls(msg, position, decode(msg.value(), RoutedCall), None)
         except DecodeError as exc:
-            return cls(msg, None, str(exc))
+            return cls(msg, position, None, str(exc))
 
     @property
     def duration_s(self) -> float:
@@ -78,7 +82,7 @@ class _Queued:
 
 @dataclass
 class _Prepared:
-    messages: list[Message]
+    positions: list[Position]
     ready: list[Ready]
     failed: list[Failed]
 
@@ -95,7 +99,7 @@ class AsrWorker:
         self.prepare_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prepare")
         self.metrics = WorkerMetrics(opts.bucket)
         self.pending: deque[_Queued] = deque()
-        self.revoked: set[tuple[str, int]] = set()
+        self.checkpoint = Checkpoint()
         self.stopping = threading.Event()
         self.consumer: Consumer | None = None
         self.producer: Producer | None = None
@@ -133,12 +137,12 @@ class AsrWorker:
         self.producer.init_transactions(60)  # fences a previous incarnation, aborting its open transaction
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self.revoked -= {(p.topic, p.partition) for p in partitions}
+        self.checkpoint.assign((p.topic, p.partition) for p in partitions)
         log.info("partitions_assigned", partitions=[p.partition for p in partitions])
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         gone = {(p.topic, p.partition) for p in partitions}
-        self.revoked |= gone
+        self.checkpoint.revoke(gone)  # batches in flight from these partitions will not be committed
         self.pending = deque(q for q in self.pending if (q.msg.topic(), q.msg.partition()) not in gone)
         log.info("partitions_revoked", partitions=[p.partition for p in partitions])
 
@@ -186,11 +190,14 @@ class AsrWorker:
                     if msg.error().code() != KafkaError._PARTITION_EOF:
                         log.warning("consume_error", error=str(msg.error()))
                     continue
-                self.pending.append(_Queued.of(msg))
+                self.pending.append(self._queued(msg))
         taken = next(pack_in_order(self.pending, self.budget), [])
         for _ in taken:
             self.pending.popleft()
         return taken
+
+    def _queued(self, msg: Message) -> _Queued:
+        return _Queued.of(msg, self.checkpoint.stamp(msg.topic(), msg.partition(), msg.offset()))
 
     def _prefetch(self) -> Future[_Prepared] | None:
         queued = self._gather()
@@ -209,7 +216,7 @@ class AsrWorker:
             else:
                 items.append((msg, q.call, msg.value(), source))
         results = [self.fetcher.fetch_one(*item) for item in items] if len(items) < 2 else self.fetcher.fetch_all(items)
-        return _Prepared([q.msg for q in queued], [r for r in results if isinstance(r, Ready)],
+        return _Prepared([q.position for q in queued], [r for r in results if isinstance(r, Ready)],
                          failed + [r for r in results if isinstance(r, Failed)])
 
     def _transcribe(self, batch: _Prepared) -> list[Transcript]:
@@ -247,7 +254,7 @@ class AsrWorker:
             while not compute.done():
                 msg = self.consumer.poll(0.1)
                 if msg is not None and not msg.error():
-                    self.pending.append(_Queued.of(msg))  # from a partition assigned while paused
+                    self.pending.append(self._queued(msg))  # from a partition assigned while paused
         finally:
             self.consumer.resume(self.consumer.assignment())
         return compute.result()
@@ -255,16 +262,12 @@ class AsrWorker:
     def _commit(self, batch: _Prepared, transcripts: list[Transcript]) -> bool:
         """Produce the batch's outputs and commit its offsets in one transaction.
         False when the transaction was aborted and the consumer rewound."""
-        live = [m for m in batch.messages if (m.topic(), m.partition()) not in self.revoked]
-        if len(live) < len(batch.messages):
-            log.info("batch_partly_revoked", dropped=len(batch.messages) - len(live))
-        keep = {(m.topic(), m.partition(), m.offset()) for m in live}
-        offsets: dict[tuple[str, int], int] = {}
-        for m in live:
-            key = (m.topic(), m.partition())
-            offsets[key] = max(offsets.get(key, -1), m.offset() + 1)
-        if not offsets:
+        plan = self.checkpoint.plan(batch.positions)
+        if plan.stale or plan.behind:
+            log.info("batch_partly_dropped", revoked=plan.stale, already_committed=plan.behind)
+        if not plan.offsets:
             return True
+        keep, offsets = plan.keep, plan.offsets
         by_call = {t.call_id: t for t in transcripts}
         try:
             self.producer.begin_transaction()
@@ -282,9 +285,11 @@ class AsrWorker:
         except KafkaException as exc:
             self._recover(exc)
             return False
-        self.metrics.committed(len(transcripts), len(batch.failed))
+        self.checkpoint.committed(plan)
+        dead = [f for f in batch.failed if _pos(f.tag) in keep]
+        self.metrics.committed(sum(_pos(r.tag) in keep for r in batch.ready), len(dead))
         self._report_lag(offsets)
-        for failed in batch.failed:
+        for failed in dead:
             log.warning("call_dead_lettered", call_id=failed.letter.original_key, reason=failed.letter.reason,
                         partition=failed.tag.partition(), offset=failed.tag.offset())
         return True
