@@ -196,7 +196,8 @@ def _convert_chinese_numerals(pieces: list[_Piece]) -> list[_Piece]:
     i = 0
     while i < len(pieces):
         j = i
-        while j < len(pieces) and (pieces[j][0] in _ZH_NUMERAL_CHARS or pieces[j][0].isdigit()):
+        # isdecimal, not isdigit: int() rejects digits such as "፩" that NFKC keeps.
+        while j < len(pieces) and (pieces[j][0] in _ZH_NUMERAL_CHARS or pieces[j][0].isdecimal()):
             j += 1
         if j == i:
             out.append(pieces[i])
@@ -229,25 +230,28 @@ def parse_chinese_number(text: str) -> int | None:
     last_unit = 1
     seen_zero = False
     for ch in text:
-        if ch in _ZH_DIGITS or ch.isdigit():
-            if _ZH_DIGITS.get(ch) == 0 or ch == "0":
+        if ch in _ZH_DIGITS or ch.isdecimal():
+            value = _ZH_DIGITS[ch] if ch in _ZH_DIGITS else int(ch)
+            if value == 0:
                 seen_zero = True  # "一千零五": zero only marks a skipped unit
                 continue
             if digit is not None:
                 return None  # two digits in a row inside a positional number
-            digit = _ZH_DIGITS[ch] if ch in _ZH_DIGITS else int(ch)
+            digit = value
         elif ch in _ZH_SMALL_UNITS:
             unit = _ZH_SMALL_UNITS[ch]
             if digit is None and not (unit == 10 and section == 0):
                 return None  # only 十 may stand alone at the start ("十二")
             section += (1 if digit is None else digit) * unit
             digit, last_unit, seen_zero = None, unit, False
-        else:
+        elif ch in _ZH_BIG_UNITS:
             big = _ZH_BIG_UNITS[ch]
             if digit is None and section == 0:
                 return None  # "万一" is an idiom, not a number
             total = (total + section + (digit or 0)) * big
             section, digit, last_unit, seen_zero = 0, None, big, False
+        else:
+            return None  # not a numeral at all
     if digit:
         # "三万五" / "一百五": a trailing digit right after a unit means the next lower unit.
         section += digit * (last_unit // 10 if last_unit >= 10 and not seen_zero else 1)

@@ -50,3 +50,10 @@ def test_original_span_maps_back():
 def test_phrases_normalise_like_transcripts():
     assert normalize_phrase("保證收益") == normalize("他说保证收益").text[2:]
     assert normalize_phrase("No Risk") == "no risk"
+
+
+def test_digits_int_cannot_read_are_left_as_they_are():
+    # "፩" (Ethiopic one) is a Unicode digit that NFKC keeps and int() rejects.
+    assert normalize("十፩").text == "10፩"
+    assert normalize("一二፩三").text == "一二፩三"
+    assert parse_chinese_number("十፩") is None
