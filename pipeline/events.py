@@ -254,11 +254,40 @@ def decode(payload: bytes | str, model: type[E]) -> E:
 _META_PREFIX = "x-amz-meta-"
 
 
+class _MinioObject(BaseModel):
+    """The fields of MinIO's ``s3.object`` that callqa reads; shapes are checked, extras ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+    key: str
+    size: int | None = None
+    eTag: str | None = None
+    versionId: str | None = None
+    contentType: str | None = None
+    userMetadata: dict[str, Any] | None = None
+
+
+class _MinioBucket(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    name: str
+
+
+class _MinioS3(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    bucket: _MinioBucket
+    object: _MinioObject
+
+
+class _MinioRecord(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    eventTime: Any = None  # validated as AudioArrived.event_time
+    s3: _MinioS3
+
+
 def _minio_metadata(user_metadata: dict[str, Any]) -> tuple[dict[str, str], str | None]:
     """MinIO sends user metadata as ``X-Amz-Meta-Call-Id``; we use ``call-id``."""
     metadata: dict[str, str] = {}
     content_type = None
-    for name, value in (user_metadata or {}).items():
+    for name, value in user_metadata.items():
         lowered = name.lower()
         if lowered.startswith(_META_PREFIX):
             metadata[lowered.removeprefix(_META_PREFIX)] = str(value)
@@ -267,35 +296,54 @@ def _minio_metadata(user_metadata: dict[str, Any]) -> tuple[dict[str, str], str 
     return metadata, content_type
 
 
-def _from_minio(data: dict[str, Any]) -> AudioArrived:
+def _problems(exc: ValidationError) -> str:
+    return "; ".join(
+        f"missing field {'.'.join(map(str, e['loc']))}" if e["type"] == "missing"
+        else f"{'.'.join(map(str, e['loc'])) or '<root>'}: {e['msg']}"
+        for e in exc.errors()
+    )
+
+
+def _minio_event_name(data: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """The single record and its event name; anything not shaped like MinIO's event is malformed."""
     records = data.get("Records")
     if not isinstance(records, list) or len(records) != 1:
         raise DecodeError("MinIO event: expected exactly one record in Records")
     record = records[0]
-    event_name = str(record.get("eventName") or data.get("EventName") or "")
+    if not isinstance(record, dict):
+        raise DecodeError(f"MinIO event: a record must be an object, got {type(record).__name__}")
+    event_name = record.get("eventName") or data.get("EventName")
+    if not isinstance(event_name, str):
+        raise DecodeError("MinIO event: eventName missing or not a string")
+    return record, event_name
+
+
+def _from_minio(data: dict[str, Any]) -> AudioArrived:
+    record, event_name = _minio_event_name(data)
     if not event_name.startswith("s3:ObjectCreated:"):
         raise SkipEvent(f"not an object creation: {event_name or '<no eventName>'}")
     try:
-        s3 = record["s3"]
-        obj = s3["object"]
-        metadata, content_type = _minio_metadata(obj.get("userMetadata") or {})
+        parsed = _MinioRecord.model_validate(record)
+    except ValidationError as exc:
+        raise DecodeError(f"MinIO event: {_problems(exc)}") from exc
+    obj = parsed.s3.object
+    metadata, content_type = _minio_metadata(obj.userMetadata or {})
+    try:
         return AudioArrived(
             object=ObjectRef(
-                bucket=s3["bucket"]["name"],
-                key=unquote_plus(obj["key"]),  # MinIO URL-escapes keys in events
-                version_id=obj.get("versionId") or None,
-                etag=obj.get("eTag") or None,
-                size_bytes=obj.get("size"),
+                bucket=parsed.s3.bucket.name,
+                key=unquote_plus(obj.key),  # MinIO URL-escapes keys in events
+                version_id=obj.versionId or None,
+                etag=obj.eTag or None,
+                size_bytes=obj.size,
             ),
-            content_type=content_type or obj.get("contentType"),
+            content_type=content_type or obj.contentType,
             metadata=metadata,
-            event_time=record.get("eventTime"),
+            event_time=parsed.eventTime,
             source="minio",
         )
-    except (KeyError, TypeError) as exc:
-        raise DecodeError(f"MinIO event: missing field {exc}") from exc
     except ValidationError as exc:
-        raise DecodeError(f"MinIO event: {exc.errors()[0]['msg']}") from exc
+        raise DecodeError(f"MinIO event: {_problems(exc)}") from exc
 
 
 def decode_arrival(payload: bytes | str) -> AudioArrived:

@@ -8,17 +8,18 @@ the QAResult.
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import faust
 from prometheus_client import Counter
 
 from pipeline.config import Settings
-from pipeline.errors import DecodeError
-from pipeline.events import DeadLetter, QAResult, SourcePosition, Transcript, decode, encode
+from pipeline.events import DeadLetter, SourcePosition, encode
 from pipeline.faust_app import create_faust_app, send_in_source_transaction
 from pipeline.logs import get_logger
-from pipeline.qa import CallTextError, QAEngine
+from pipeline.qa import QAEngine
+from pipeline.qa_outcome import evaluate_payload
 
 log = get_logger("callqa.qa")
 EVALUATED = Counter("callqa_qa_calls_total", "Calls evaluated")
@@ -36,29 +37,26 @@ def create_app(settings: Settings, app_id: str = "callqa-qa") -> faust.App:
 
     @app.agent(transcripts)
     async def evaluate(stream: faust.Stream) -> None:
+        loop = asyncio.get_running_loop()
         async for event in stream.events():
             msg = event.message
             bound = log.bind(topic=msg.topic, partition=msg.partition, offset=msg.offset)
-            try:
-                transcript = decode(event.value, Transcript)
-                started = time.perf_counter()
-                result = QAResult(**engine.evaluate(transcript).to_dict())
-            except (DecodeError, CallTextError) as exc:
-                letter = DeadLetter.of(payload=event.value, key=event.key, reason="malformed_transcript",
-                                       message=str(exc), stage="qa",
-                                       source=SourcePosition(topic=msg.topic, partition=msg.partition,
-                                                             offset=msg.offset))
-                await send_in_source_transaction(app, msg, dlq.get_topic_name(), event.key, encode(letter))
+            source = SourcePosition(topic=msg.topic, partition=msg.partition, offset=msg.offset)
+            started = time.perf_counter()
+            # Off the event loop: a heavy call must not stall heartbeats. It never raises.
+            outcome = await loop.run_in_executor(None, evaluate_payload, engine, event.value, event.key, source)
+            if isinstance(outcome, DeadLetter):
+                await send_in_source_transaction(app, msg, dlq.get_topic_name(), event.key, encode(outcome))
                 DEAD.inc()
-                bound.warning("transcript_dead_lettered", message=str(exc))
+                bound.warning("transcript_dead_lettered", reason=outcome.reason, message=outcome.message)
                 continue
-            await send_in_source_transaction(app, msg, findings.get_topic_name(), transcript.call_id.encode(),
-                                             encode(result))
+            await send_in_source_transaction(app, msg, findings.get_topic_name(), outcome.call_id.encode(),
+                                             encode(outcome))
             EVALUATED.inc()
-            for f in result.findings:
+            for f in outcome.findings:
                 FINDINGS.labels(f.rule_id, f.severity).inc()
-            bound.info("call_evaluated", call_id=transcript.call_id, score=result.score,
-                       findings=len(result.findings), pii=len(result.pii),
+            bound.info("call_evaluated", call_id=outcome.call_id, score=outcome.score,
+                       findings=len(outcome.findings), pii=len(outcome.pii),
                        ms=round((time.perf_counter() - started) * 1000, 2))
 
     return app

@@ -2,7 +2,9 @@
 
 decode → (skip foreign buckets and non-creations) → stat → de-duplicate → probe →
 validate → bucket + partition → RoutedCall. Every failure becomes a DeadLetter with a
-reason code; nothing raises out of :meth:`ArrivalRouter.route` except bugs.
+reason code; nothing raises out of :meth:`ArrivalRouter.route`: whatever the store raises
+is ``fetch_failed`` and an unexpected error (a bug) is ``internal_error``, so an adapter
+never skips an input silently.
 Used by the Faust router and by the embedded runner alike.
 """
 
@@ -11,12 +13,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from pipeline.errors import DecodeError, SkipEvent
 from pipeline.events import AudioArrived, DeadLetter, ObjectRef, RoutedCall, SourcePosition, decode_arrival
 from pipeline.probe import HEAD_BYTES, AudioInfo, NeedsFullRead, ProbeError, probe_full, probe_head, validate
 from pipeline.routing import Buckets, PartitionBalancer, RoutingError, call_id_for, parse_roles
 from pipeline.storage import MissingObject, ObjectStore, StorageError
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -65,15 +70,14 @@ class ArrivalRouter:
 
         try:
             arrival = decode_arrival(payload)
+            if self.accept_buckets is not None and arrival.object.bucket not in self.accept_buckets:
+                return Skipped("foreign_bucket")
+            return self._route(arrival, seen)
         except SkipEvent:
             return Skipped("not_creation")
         except DecodeError as exc:
             reason = "unsupported_schema" if "schema_version" in str(exc) else "malformed_event"
             return dead(reason, str(exc))
-        if self.accept_buckets is not None and arrival.object.bucket not in self.accept_buckets:
-            return Skipped("foreign_bucket")
-        try:
-            return self._route(arrival, seen)
         except ProbeError as exc:
             return dead(exc.reason, str(exc))
         except MissingObject as exc:
@@ -82,9 +86,11 @@ class ArrivalRouter:
             return dead("fetch_failed", str(exc))
         except RoutingError as exc:
             return dead("malformed_event", str(exc))
+        except Exception as exc:  # noqa: BLE001 - a bug must not cost the input: keep it in the DLQ
+            return dead("internal_error", f"{type(exc).__name__}: {exc}")
 
     def _route(self, arrival: AudioArrived, seen: MutableMapping[str, float]) -> Outcome:
-        info = self.store.stat(arrival.object)
+        info = _storage_call(self.store.stat, arrival.object)
         # Content identity: a re-put of unchanged bytes is a new version with the same etag.
         ref = ObjectRef(bucket=arrival.object.bucket, key=arrival.object.key,
                         version_id=info.version_id or arrival.object.version_id,
@@ -110,7 +116,7 @@ class ArrivalRouter:
     def _probe(self, ref: ObjectRef, size_bytes: int) -> AudioInfo:
         if size_bytes == 0:
             raise ProbeError("empty_object", "the object is empty")
-        head = self.store.read(ref, 0, min(HEAD_BYTES, size_bytes))
+        head = _storage_call(self.store.read, ref, 0, min(HEAD_BYTES, size_bytes))
         try:
             return probe_head(head, size_bytes)
         except NeedsFullRead:
@@ -118,4 +124,14 @@ class ArrivalRouter:
         if size_bytes > self.full_read_cap_bytes:
             raise ProbeError("too_long", f"{size_bytes} bytes needs a full read, above the "
                                          f"{self.full_read_cap_bytes}-byte cap")
-        return probe_full(head if len(head) >= size_bytes else self.store.read(ref))
+        return probe_full(head if len(head) >= size_bytes else _storage_call(self.store.read, ref))
+
+
+def _storage_call(call: Callable[..., T], *args: Any) -> T:
+    """A store call whose every failure is a StorageError: clients raise more than they document."""
+    try:
+        return call(*args)
+    except StorageError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - e.g. minio's ServerError, InvalidResponseError
+        raise StorageError(f"{type(exc).__name__}: {exc}") from exc

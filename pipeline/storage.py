@@ -9,7 +9,7 @@ from typing import Protocol
 
 import urllib3
 from minio import Minio
-from minio.error import S3Error
+from minio.error import MinioException, S3Error
 
 from pipeline.config import Settings
 from pipeline.errors import CallQAError
@@ -66,8 +66,9 @@ class MinioStore:
             st = self.client.stat_object(ref.bucket, ref.key, version_id=ref.version_id)
         except S3Error as exc:
             raise _storage_error(ref, exc) from exc
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise StorageError(f"stat {ref.bucket}/{ref.key}: {exc}") from exc
+        except (MinioException, urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
+            # ServerError, InvalidResponseError (a proxy's HTML page), a bad header value
+            raise StorageError(f"stat {ref.bucket}/{ref.key}: {type(exc).__name__}: {exc}") from exc
         metadata = {
             k.lower().removeprefix(_META_PREFIX): v
             for k, v in (st.metadata or {}).items() if k.lower().startswith(_META_PREFIX)
@@ -85,8 +86,8 @@ class MinioStore:
                 resp.release_conn()
         except S3Error as exc:
             raise _storage_error(ref, exc) from exc
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise StorageError(f"read {ref.bucket}/{ref.key}: {exc}") from exc
+        except (MinioException, urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
+            raise StorageError(f"read {ref.bucket}/{ref.key}: {type(exc).__name__}: {exc}") from exc
 
 
 def _storage_error(ref: ObjectRef, exc: S3Error) -> StorageError:

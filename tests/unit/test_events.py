@@ -84,3 +84,21 @@ def test_minio_schema_accepts_the_sample() -> None:
     from pipeline.catalog import topics_dir
 
     jsonschema.validate(MINIO_EVENT, json.loads((topics_dir() / "schemas" / "minio_event.json").read_text()))
+
+
+@pytest.mark.parametrize("event", [
+    {"Records": [1]},
+    {"Records": [{"s3": "x"}]},
+    {"Records": [{"s3": {"bucket": {"name": "b"}, "object": "x"}}]},
+    {"Records": "x"},
+    {"Records": [{"eventName": 5, "s3": {}}]},
+    {"Records": [{"eventName": "s3:ObjectCreated:Put", "s3": "x"}]},
+    {"Records": [{"eventName": "s3:ObjectCreated:Put", "s3": {"bucket": {"name": "b"}, "object": "x"}}]},
+    {"Records": [{"eventName": "s3:ObjectCreated:Put", "s3": {"bucket": "b", "object": {"key": "k"}}}]},
+    {"Records": [{"eventName": "s3:ObjectCreated:Put", "s3": {"bucket": {"name": "b"}, "object": {"key": 7}}}]},
+    {"Records": [{"eventName": "s3:ObjectCreated:Put",
+                  "s3": {"bucket": {"name": "b"}, "object": {"key": "k", "userMetadata": [1]}}}]},
+], ids=repr)
+def test_hostile_minio_shapes_are_decode_errors(event: dict) -> None:
+    with pytest.raises(DecodeError):
+        decode_arrival(orjson.dumps(event))

@@ -7,12 +7,13 @@ from pathlib import Path
 
 import orjson
 import pytest
+from minio.error import InvalidResponseError, ServerError
 
 from pipeline.events import AudioArrived, ObjectRef, encode
 from pipeline.probe import HEAD_BYTES, NeedsFullRead, ProbeError, probe_full, probe_head, validate
 from pipeline.router_stage import ArrivalRouter, Dead, Routed, Skipped
 from pipeline.routing import Buckets, PartitionBalancer, RoutingError, call_id_for, parse_roles
-from pipeline.storage import FileStore
+from pipeline.storage import FileStore, MinioStore, StorageError
 from tests import audio
 
 BUCKETS = Buckets((30.0, 120.0, 600.0), ("short", "medium", "long", "xlong"))
@@ -144,3 +145,71 @@ def test_stage_skips_deletions() -> None:
     deletion = {"EventName": "s3:ObjectRemoved:Delete", "Key": "b/k",
                 "Records": [{"eventName": "s3:ObjectRemoved:Delete", "s3": {}}]}
     assert _router().route(orjson.dumps(deletion), b"b/k", {}) == Skipped("not_creation")
+
+
+@pytest.mark.parametrize("payload", [
+    b'{"Records":[1]}',
+    b'{"Records":[{"s3":"x"}]}',
+    b'{"Records":[{"s3":{"bucket":{"name":"b"},"object":"x"}}]}',
+])
+def test_stage_dead_letters_malformed_minio_events(payload: bytes) -> None:
+    out = _router().route(payload, b"b/k", {})
+    assert isinstance(out, Dead) and out.letter.reason == "malformed_event"
+    assert out.letter.original_payload == payload
+
+
+class _FailingStore:
+    """A store whose every call raises what a real client can raise besides our own errors."""
+
+    def __init__(self, exc: Exception) -> None:
+        self.exc = exc
+
+    def stat(self, ref: ObjectRef):  # noqa: ANN201
+        raise self.exc
+
+    def read(self, ref: ObjectRef, offset: int = 0, length: int | None = None) -> bytes:
+        raise self.exc
+
+
+@pytest.mark.parametrize("exc", [
+    InvalidResponseError(502, "text/html", "<html>bad gateway</html>"),
+    ServerError("server failed", 503),
+    RuntimeError("anything at all"),
+], ids=lambda e: type(e).__name__)
+def test_stage_dead_letters_any_storage_error(exc: Exception) -> None:
+    router = ArrivalRouter(store=_FailingStore(exc), buckets=BUCKETS, partitions_of=lambda b: 4, max_duration_s=3600)
+    out = router.route(_arrival(Path("/x.wav")), b"k", {})
+    assert isinstance(out, Dead) and out.letter.reason == "fetch_failed"
+
+
+class _FakeMinio:
+    def __init__(self, exc: Exception) -> None:
+        self.exc = exc
+
+    def stat_object(self, *args, **kwargs):  # noqa: ANN002, ANN003, ANN201
+        raise self.exc
+
+    def get_object(self, *args, **kwargs):  # noqa: ANN002, ANN003, ANN201
+        raise self.exc
+
+
+@pytest.mark.parametrize("exc", [
+    InvalidResponseError(502, "text/html", "<html>bad gateway</html>"),
+    ServerError("server failed", 503),
+], ids=lambda e: type(e).__name__)
+def test_minio_client_errors_become_storage_errors(exc: Exception) -> None:
+    store = MinioStore(_FakeMinio(exc))  # type: ignore[arg-type]
+    ref = ObjectRef(bucket="b", key="k")
+    with pytest.raises(StorageError):
+        store.stat(ref)
+    with pytest.raises(StorageError):
+        store.read(ref)
+
+
+def test_stage_dead_letters_an_unexpected_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken_probe(head: bytes, size_bytes: int):  # noqa: ANN202
+        raise IndexError("a bug in a probe")
+
+    monkeypatch.setattr("pipeline.router_stage.probe_head", broken_probe)
+    out = _router().route(_arrival(audio.write(tmp_path / "c.wav", 2.0, 8000)), b"k", {})
+    assert isinstance(out, Dead) and out.letter.reason == "internal_error"
