@@ -23,6 +23,7 @@ from pipeline.qa.normalize import Normalized
 PII_TYPES: tuple[PIIType, ...] = ("bank_card", "cn_resident_id", "phone")
 REDACTION_LABEL: dict[PIIType, str] = {"bank_card": "[CARD]", "cn_resident_id": "[ID]", "phone": "[PHONE]"}
 MAX_JOIN_GAP_S = 3.0  # a customer pausing mid-number splits it across segments
+MAX_NUMBER_DIGITS = 20  # longer than any card (19), resident ID (18) or E.164 number (15)
 
 _GROUP = re.compile(r"(?<![0-9a-z])(\+?)([0-9]+)(x?)(?![0-9a-z])")
 _ID_WEIGHTS = tuple(pow(2, 17 - i, 11) for i in range(17))
@@ -161,15 +162,18 @@ def _chains(groups: list[_Group], stream: str) -> list[list[_Group]]:
 
 
 def _take_numbers(chain: list[_Group]) -> list[tuple[_Group, _Group, PIIType]]:
-    """Left to right, the longest run of whole groups that validates as a personal number."""
+    """Left to right, the longest run of whole groups that validates as a personal number.
+
+    No personal number has more than ``MAX_NUMBER_DIGITS`` digits and every group has at
+    least one, so a run starting at group i ends within the next few groups: the search is
+    linear in the chain (an ASR repetition loop can chain thousands of groups).
+    """
     found = []
     i = 0
     while i < len(chain):
         taken = False
-        for j in range(len(chain) - 1, i - 1, -1):
+        for j in range(_last_candidate(chain, i), i - 1, -1):
             digits = "".join(g.digits for g in chain[i : j + 1])
-            if len(digits) > 20 or any(g.plus for g in chain[i + 1 : j + 1]):
-                continue
             kind = classify_number(digits, plus=chain[i].plus, x_suffix=chain[j].x_suffix)
             if kind is not None:
                 found.append((chain[i], chain[j], kind))
@@ -178,6 +182,16 @@ def _take_numbers(chain: list[_Group]) -> list[tuple[_Group, _Group, PIIType]]:
         if not taken:
             i += 1
     return found
+
+
+def _last_candidate(chain: list[_Group], i: int) -> int:
+    """The last group a number starting at group i may end on: at most MAX_NUMBER_DIGITS
+    digits, and no '+' after its first group."""
+    j, length = i, len(chain[i].digits)
+    while j + 1 < len(chain) and not chain[j + 1].plus and length + len(chain[j + 1].digits) <= MAX_NUMBER_DIGITS:
+        j += 1
+        length += len(chain[j].digits)
+    return j
 
 
 def _hit(

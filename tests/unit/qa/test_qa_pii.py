@@ -1,7 +1,12 @@
+import random
+import time
+
 import pytest
 
 from pipeline.qa.normalize import normalize
 from pipeline.qa.pii import (
+    _Group,
+    _take_numbers,
     classify_number,
     cn_resident_id_valid,
     find_pii,
@@ -86,3 +91,62 @@ def test_phone_numbers():
 def test_amounts_and_dates_are_not_pii():
     hits, _ = detect(seg("agent", 0, 4, "您本期账单三万五千元，最低还款1750元，2024年3月15日到期"))
     assert hits == []
+
+
+def _evaluate_timed(text: str):
+    from pipeline.qa import QAEngine
+    from pipeline.qa.model import CallText
+
+    engine = QAEngine.from_paths([])
+    call = CallText("loop", None, 120.0, 1, (seg("customer", 0.0, 110.0, text, channel=0),), {})
+    engine.evaluate(call)  # warm (OpenCC, compiled rules), so only the scan is timed
+    started = time.perf_counter()
+    result = engine.evaluate(call)
+    return result, time.perf_counter() - started
+
+
+def test_a_2000_digit_repetition_loop_is_evaluated_in_linear_time():
+    # An ASR repetition loop: 2,000 digit groups in one chain, with a card said in the middle.
+    card = " ".join(VISA_CARD[i : i + 4] for i in range(0, 16, 4))
+    zeros = " ".join(["0"] * 992)
+    result, elapsed_s = _evaluate_timed(f"{zeros} card {card} thanks {zeros}")
+    assert elapsed_s < 0.5, f"{elapsed_s:.2f} s"  # milliseconds; the cubic scan took seconds
+    assert [(p.type, p.role) for p in result.pii] == [("bank_card", "customer")]
+    assert result.redacted_segments[0].text == f"{zeros} card [CARD] thanks {zeros}"
+
+
+def test_a_2000_digit_loop_of_phone_like_digits_is_linear_and_all_masked():
+    result, elapsed_s = _evaluate_timed(" ".join(["7"] * 2000))
+    assert elapsed_s < 0.5, f"{elapsed_s:.2f} s"
+    assert len(result.pii) == 200  # ten sevens validate as a North American number, left to right
+    assert not any(ch.isdigit() for ch in result.redacted_segments[0].text)
+
+
+def _take_numbers_reference(chain):
+    """The original quadratic-in-groups search (longest run first), to check the fast one against."""
+    found, i = [], 0
+    while i < len(chain):
+        for j in range(len(chain) - 1, i - 1, -1):
+            digits = "".join(g.digits for g in chain[i : j + 1])
+            if len(digits) > 20 or any(g.plus for g in chain[i + 1 : j + 1]):
+                continue
+            kind = classify_number(digits, plus=chain[i].plus, x_suffix=chain[j].x_suffix)
+            if kind is not None:
+                found.append((chain[i], chain[j], kind))
+                i = j + 1
+                break
+        else:
+            i += 1
+    return found
+
+
+def test_the_bounded_search_finds_what_the_exhaustive_one_did():
+    rng = random.Random(7)
+    pieces = [VISA_CARD[:4], VISA_CARD[4:8], VISA_CARD[8:12], VISA_CARD[12:], "138", "1234", "5678",
+              VALID_ID[:6], VALID_ID[6:14], VALID_ID[14:17], "415", "555", "2671", "0", "99", "20"]
+    for _ in range(300):
+        chain = [
+            _Group(0, 0, rng.choice(pieces), plus=rng.random() < 0.05, x_suffix=rng.random() < 0.03)
+            for _ in range(rng.randint(1, 12))
+        ]
+        assert _take_numbers(chain) == _take_numbers_reference(chain)
