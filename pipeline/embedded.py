@@ -9,7 +9,9 @@ local files (or an ``s3://bucket/prefix``). Outputs in ``--out``:
 - ``dead_letters.jsonl`` — every file that could not be processed, with its reason;
 - ``summary.txt`` and ``report.html``.
 
-Outputs are appended and flushed batch by batch, so a rerun skips what is done.
+Outputs are appended and flushed batch by batch, so a rerun skips what is done. A call
+that makes the engine or the QA rules raise is dead-lettered (``asr_failed``, or the QA
+step's reason) and the run goes on, as in the distributed pipeline.
 """
 
 from __future__ import annotations
@@ -22,12 +24,13 @@ from typing import IO, Any
 
 import orjson
 
-from pipeline.asr import Engine
+from pipeline.asr import CallTranscript, Engine
 from pipeline.batching import BatchBudget, plan_batches
-from pipeline.events import AudioArrived, DeadLetter, ObjectRef, QAResult, RoutedCall, Transcript, decode, encode
+from pipeline.events import AudioArrived, DeadLetter, ObjectRef, RoutedCall, Transcript, decode, encode
 from pipeline.fetch import Failed, Fetcher, Ready
 from pipeline.qa import QAEngine, write_report
 from pipeline.qa.model import CallQAResult
+from pipeline.qa_outcome import evaluate_transcript
 from pipeline.router_stage import ArrivalRouter, Dead, Routed
 from pipeline.routing import Buckets
 from pipeline.storage import ObjectStore
@@ -100,17 +103,15 @@ class EmbeddedRunner:
         on_done = progress(routed)
         with _open(self.opts.out_dir / TRANSCRIPTS) as t_out, _open(self.opts.out_dir / FINDINGS) as f_out, \
                 _open(self.opts.out_dir / DEAD_LETTERS) as d_out:
-            listed = {(d.original_key, d.reason) for d in map(lambda l: decode(l, DeadLetter), _lines(
-                self.opts.out_dir / DEAD_LETTERS))}
+            letters = _DeadLetters(self.opts.out_dir / DEAD_LETTERS, d_out, summary)
             for letter in dead:
-                if (letter.original_key, letter.reason) not in listed:  # a rerun lists each bad file once
-                    _write(d_out, letter, summary)
+                letters.add(letter)
             for batch in self._batches(routed):
                 results = self.fetcher.fetch_all([(c.call_id, c, encode(c), None) for c in batch])
                 ready = [r for r in results if isinstance(r, Ready)]
                 for failed in (r for r in results if isinstance(r, Failed)):
-                    _write(d_out, failed.letter, summary)
-                self._transcribe(ready, t_out, f_out, summary)
+                    letters.add(failed.letter)
+                self._transcribe(ready, t_out, f_out, letters, summary)
                 on_done(sum(c.duration_s for c in batch), len(batch))
         summary.wall_s = time.perf_counter() - started
         self._finish(summary)
@@ -123,19 +124,46 @@ class EmbeddedRunner:
             for batch in plan_batches(members, self.opts.budget):
                 yield list(batch.items)
 
-    def _transcribe(self, ready: list[Ready], t_out: IO[bytes], f_out: IO[bytes], summary: RunSummary) -> None:
+    def _transcribe(self, ready: list[Ready], t_out: IO[bytes], f_out: IO[bytes], letters: _DeadLetters,
+                    summary: RunSummary) -> None:
         if not ready:
             return
-        results = self.engine.transcribe_batch([r.audio for r in ready])
-        summary.speech_s += sum(b.speech_s for b in self.engine.last_batch_stats)
-        summary.padded_s += sum(b.computed_s for b in self.engine.last_batch_stats)
-        for r, result in zip(ready, results):
+        for r, result in zip(ready, self._engine_results(ready, summary)):
+            if isinstance(result, DeadLetter):
+                letters.add(result)
+                continue
             transcript = to_transcript(r.call, result, {"fetch_s": r.fetch_s})
             if self.qa is not None:  # findings first: a transcript line marks the call done
-                _write(f_out, QAResult(**self.qa.evaluate(transcript).to_dict()), summary)
+                outcome = evaluate_transcript(self.qa, transcript, encode(transcript), transcript.call_id.encode())
+                if isinstance(outcome, DeadLetter):
+                    letters.add(outcome)  # the transcript is still kept, as on asr.transcripts
+                else:
+                    _write(f_out, outcome, summary)
             _write(t_out, transcript, summary)
             summary.transcribed += 1
             summary.audio_s += r.call.duration_s
+
+    def _engine_results(self, ready: list[Ready], summary: RunSummary) -> list[CallTranscript | DeadLetter]:
+        """The batch's results; if the batch raises, each call again alone to find the one at fault."""
+        try:
+            results: list[CallTranscript | DeadLetter] = list(self.engine.transcribe_batch([r.audio for r in ready]))
+        except Exception:  # noqa: BLE001 - one bad call must not stop the run (the worker does the same)
+            return [self._alone(r, summary) for r in ready]
+        self._count_padding(summary)
+        return results
+
+    def _alone(self, r: Ready, summary: RunSummary) -> CallTranscript | DeadLetter:
+        try:
+            result = self.engine.transcribe(r.audio)
+        except Exception as exc:  # noqa: BLE001 - this call only
+            return DeadLetter.of(payload=encode(r.call), key=r.call.call_id.encode(), reason="asr_failed",
+                                 message=repr(exc), stage="asr")
+        self._count_padding(summary)
+        return result
+
+    def _count_padding(self, summary: RunSummary) -> None:
+        summary.speech_s += sum(b.speech_s for b in self.engine.last_batch_stats)
+        summary.padded_s += sum(b.computed_s for b in self.engine.last_batch_stats)
 
     def _finish(self, summary: RunSummary) -> None:
         out = self.opts.out_dir
@@ -184,6 +212,19 @@ def _lines(path: Path) -> list[bytes]:
 
 def _open(path: Path) -> IO[bytes]:
     return open(path, "ab")
+
+
+class _DeadLetters:
+    """dead_letters.jsonl: a rerun lists each (file, reason) once, however often it failed."""
+
+    def __init__(self, path: Path, out: IO[bytes], summary: RunSummary) -> None:
+        self.out, self.summary = out, summary
+        self.listed = {(d.original_key, d.reason) for d in (decode(line, DeadLetter) for line in _lines(path))}
+
+    def add(self, letter: DeadLetter) -> None:
+        if (letter.original_key, letter.reason) not in self.listed:
+            self.listed.add((letter.original_key, letter.reason))
+            _write(self.out, letter, self.summary)
 
 
 def _write(out: IO[bytes], event: Any, summary: RunSummary) -> None:

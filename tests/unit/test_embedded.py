@@ -11,7 +11,7 @@ import pytest
 from pipeline.asr import Engine, EngineOptions
 from pipeline.batching import BatchBudget
 from pipeline.embedded import DEAD_LETTERS, FINDINGS, TRANSCRIPTS, EmbeddedRunner, RunOptions
-from pipeline.qa import QAEngine
+from pipeline.qa import CallTextError, QAEngine
 from pipeline.routing import Buckets
 from pipeline.storage import FileStore
 
@@ -71,3 +71,43 @@ def test_run_resume_and_bad_files(engine: Engine, tmp_path: Path) -> None:
     shutil.copy(SAMPLES / "sample-01-clean.wav", calls / "sample-02-no-notice.wav")
     summary, _ = run(engine, inputs, out)
     assert summary.transcribed == 1
+
+
+def test_an_engine_or_qa_failure_costs_only_that_call(engine: Engine, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = tmp_path / "in"
+    calls.mkdir()
+    for name in ("sample-01-clean.wav", "sample-02-no-notice.wav", "sample-03-mis-selling.wav"):
+        shutil.copy(SAMPLES / name, calls / name)
+    batch = engine.transcribe_batch
+
+    def transcribe_batch(audios):  # noqa: ANN001, ANN202 - the engine chokes on one call
+        if any(a.call_id == "sample-02-no-notice" for a in audios):
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        return batch(audios)
+
+    evaluate = QAEngine.evaluate
+
+    def qa_evaluate(self, call):  # noqa: ANN001, ANN202 - the rules reject one transcript
+        if call.call_id == "sample-03-mis-selling":
+            raise CallTextError("call sample-03-mis-selling: segment times 9..3 are impossible")
+        return evaluate(self, call)
+
+    monkeypatch.setattr(engine, "transcribe_batch", transcribe_batch)
+    monkeypatch.setattr(QAEngine, "evaluate", qa_evaluate)
+    out = tmp_path / "out"
+    inputs = sorted(calls.iterdir())
+    summary, _ = run(engine, inputs, out)
+
+    letters = {(d["original_key"], d["reason"], d["stage"]) for d in lines(out / DEAD_LETTERS)}
+    assert letters == {("sample-02-no-notice", "asr_failed", "asr"),
+                       ("sample-03-mis-selling", "malformed_transcript", "qa")}
+    # The QA failure still leaves its transcript (as asr.transcripts would hold it); the engine's does not.
+    assert {t["call_id"] for t in lines(out / TRANSCRIPTS)} == {"sample-01-clean", "sample-03-mis-selling"}
+    assert [f["call_id"] for f in lines(out / FINDINGS)] == ["sample-01-clean"]
+    assert (summary.transcribed, summary.dead) == (2, 2)
+    assert "sample-02-no-notice: asr_failed" in (out / "summary.txt").read_text()
+
+    summary, _ = run(engine, inputs, out)  # a rerun retries the failed call and lists it once
+    assert (summary.skipped_done, summary.transcribed) == (2, 0)
+    assert len(lines(out / DEAD_LETTERS)) == 2
