@@ -39,9 +39,10 @@ from pipeline.asr.transcript import BatchStats, CallTranscript, EngineStats, Seg
 from pipeline.asr.vad import SileroVad, VadOptions
 from pipeline.batching import Batch, BatchBudget, plan_batches
 
-# Packed windows are mostly full 30 s; shorter buckets only serve each channel's last window.
-# Measured with tools/bench_engine.py --context-study (pipeline/asr/README.md).
-DEFAULT_BUCKETS_S = (10.0, 20.0, 30.0)
+# Packed windows are mostly 25-30 s; a 2.5 s grid pads each to little more than its length.
+# Measured within 0.5 points WER/CER of the full 30 s context (pipeline/asr/README.md); a 5 s
+# bucket cost English a point, so the shortest is 10 s.
+DEFAULT_BUCKETS_S = (10.0, 12.5, 15.0, 17.5, 20.0, 22.5, 25.0, 27.5, 30.0)
 FULL_CONTEXT_S = (30.0,)
 MIN_PROGRESS_S = 0.5  # a resume point earlier than this means the decode made no progress
 Quantize = Literal["none", "int8"]

@@ -77,12 +77,16 @@ class Coverage:
 def coverage(spans: list[tuple[TimedSpan, str]], window: PackedWindow, complete: bool,
              max_compression: float, min_rest_s: float) -> Coverage:
     """Good spans run up to the first that loops (repeats the one before, or compresses like a
-    loop) or was cut off; decoding resumes after them. A window the model ended early, with
-    more than min_rest_s of audio after its last span, resumes too (Whisper often stops short
-    of a long window's end)."""
+    loop) or was cut off by the token cap; decoding resumes after them. A window the model
+    ended early, with more than min_rest_s of audio after its last span, resumes too.
+
+    A last span the model ended without a closing timestamp runs to the window's end: a packed
+    window ends at a pause, never inside a word (Whisper, cutting audio every 30 s, re-decodes
+    such a span instead; on Mandarin it often writes no timestamps at all)."""
     good_end, previous = 0.0, None
     for span, text in spans:
-        if not span.closed or text == previous or compression_ratio(text) > max_compression:
+        cut = not span.closed and not complete
+        if cut or text == previous or compression_ratio(text) > max_compression:
             return Coverage(good_end, good_end)
         good_end, previous = span.end_s, text
     if not complete:

@@ -111,6 +111,9 @@ def test_decoding_resumes_after_a_loop_a_cut_or_an_early_end():
     cut = good + spans_of((8, 20.3, "and then", False))
     assert coverage(cut, window, False, 2.4, 1.0) == Coverage(8.0, 8.0)
     assert coverage(spans_of((0, 5, "la " * 40, True)), window, True, 2.4, 1.0) == Coverage(0.0, 0.0)
+    # the model's own end-of-text after an open span: the span runs to the window's end
+    assert coverage(good + spans_of((8, 20.3, "and then", False)), window, True, 2.4, 1.0) == Coverage(
+        float("inf"), None)
 
 
 def test_the_rest_of_a_window_keeps_its_call_times():
