@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.arrivals import ArrivalPublisher
+from pipeline.arrivals import ArrivalPublisher, sarama_partition
 from pipeline.config import Settings
 from pipeline.events import DeadLetter, ObjectRef, RoutedCall, decode
 from pipeline.stack.minio import prepare_bucket
@@ -165,3 +165,29 @@ def test_killed_router_routes_every_arrival_exactly_once(settings: Settings, rou
     counts = Counter(c.call_id for c in calls)
     assert len(counts) == n
     assert max(counts.values()) == 1, [k for k, v in counts.items() if v > 1][:5]
+
+
+def test_hostile_arrival_events_are_dead_lettered_once_and_good_ones_still_route(
+        settings: Settings, router, reader, tmp_path: Path) -> None:
+    client = storage_client(settings)
+    data = audio.write(tmp_path / "g.wav", 2.0, 8000).read_bytes()
+
+    def put_good(names: list[str]) -> None:
+        for name in names:
+            client.put_object(settings.recordings_bucket, name, io.BytesIO(data), len(data))
+
+    hostile = [b'{"Records":[1]}', b'{"Records":[{"s3":"x"}]}',
+               b'{"Records":[{"s3":{"bucket":{"name":"b"},"object":"x"}}]}']
+    put_good(["good-1.wav", "good-2.wav"])
+    publisher = ArrivalPublisher(settings)  # straight onto the topic, each on a good arrival's partition
+    for i, event in enumerate(hostile):
+        key = f"{settings.recordings_bucket}/good-{i + 1}.wav".encode()
+        publisher.producer.produce(publisher.topic, key=key, value=event,
+                                   partition=sarama_partition(key, publisher.partitions))
+    publisher.flush()
+    put_good(["good-3.wav", "good-4.wav"])
+    router()
+    assert sorted(c.call_id for c in routed(settings, reader, want=4)) == ["good-1", "good-2", "good-3", "good-4"]
+    letters = dead_letters(settings, want=len(hostile))
+    assert sorted((dl.original_payload, dl.reason) for dl in letters) == sorted(
+        (event, "malformed_event") for event in hostile)
