@@ -186,12 +186,16 @@ def router_cmd(app_id: Annotated[str, typer.Option(help="Faust app id (the consu
 
 # --- ASR workers, QA stage, embedded mode -----------------------------------------------------
 
-def load_engine(cfg: Settings, device: str = "auto", max_calls: int = 16, max_audio_s: float = 240.0):
+def load_engine(cfg: Settings, device: str = "auto"):
+    """The engine with a model-batch budget fit for the device: 16 windows (480 padded seconds) on
+    CPU, where bigger batches buy nothing; 64 windows on an accelerator."""
     from pipeline.asr import Engine, EngineOptions
+    from pipeline.asr.devices import resolve_device
 
+    windows = 16 if resolve_device(device).kind == "cpu" else 64
     return Engine.load(EngineOptions(
         model=cfg.asr_model, cache_dir=cfg.cache_dir / "models", device=device, language=cfg.asr_language,
-        threads=cfg.asr_threads, max_batch_items=max_calls, max_batch_audio_s=max_audio_s))
+        threads=cfg.asr_threads, max_batch_items=windows, max_batch_audio_s=30.0 * windows))
 
 
 @app.command("worker")

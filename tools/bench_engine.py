@@ -6,10 +6,11 @@ share of them, the same conversation mixed to 16 kHz mono. English turns are
 spoken by espeak-ng, Mandarin turns are the neural-voice clips in
 tests/fixtures/zh. Every configuration runs on the same calls in one process:
 
-  callqa          this engine with its defaults (packed windows, timestamps; bf16 where native)
-  callqa-fp32     the same in fp32
+  callqa          this engine with its defaults (packed windows, timestamps; fp32 on CPU)
+  callqa-bf16     the same in bf16
   callqa-int8     fp32 with int8 dynamic quantisation of the linear layers
   callqa-30s      the same with every window padded to the full 30 s context
+  callqa-grid     the same with buckets every 2.5 s (the accelerator default)
   callqa-per-turn one window per turn (no packing): the baseline packing is measured against
   faster-whisper  CTranslate2 int8 (on CPU) with the same weights, greedy, its own silero VAD
 
@@ -47,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipeline.asr import Engine, EngineOptions, load_call_audio  # noqa: E402
 from pipeline.asr.audio import resample  # noqa: E402
-from pipeline.asr.engine import FULL_CONTEXT_S  # noqa: E402
+from pipeline.asr.engine import ACCELERATOR_BUCKETS_S, FULL_CONTEXT_S  # noqa: E402
 from pipeline.asr.text import normalize_en, normalize_zh  # noqa: E402
 
 RATE = 8_000
@@ -175,6 +176,22 @@ def make_corpus(total_s: float, seed: int, mono_share: float = 0.25) -> list[Cal
     return calls
 
 
+def save_corpus(calls: list[Call], folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    entries = []
+    for i, call in enumerate(calls):
+        (folder / f"call{i:03d}.wav").write_bytes(call.wav)
+        entries.append({"file": f"call{i:03d}.wav", "duration_s": call.duration_s, "language": call.language,
+                        "mono": call.mono, "refs": {str(ch): texts for ch, texts in call.refs.items()}})
+    (folder / "corpus.json").write_text(json.dumps(entries, ensure_ascii=False, indent=1))
+
+
+def load_corpus(folder: Path) -> list[Call]:
+    return [Call((folder / e["file"]).read_bytes(), e["duration_s"], e["language"], e["mono"],
+                 {int(ch): texts for ch, texts in e["refs"].items()})
+            for e in json.loads((folder / "corpus.json").read_text())]
+
+
 class RssSampler:
     """Peak resident memory of this process while a block runs (20 ms sampling)."""
 
@@ -223,9 +240,10 @@ def score(calls: list[Call], hyps: list[dict[int, str]]) -> dict[str, float]:
 # name -> EngineOptions changes from the defaults
 CONFIGS: dict[str, dict] = {
     "callqa": {},
-    "callqa-fp32": {"dtype": "float32"},
+    "callqa-bf16": {"dtype": "bfloat16"},
     "callqa-int8": {"dtype": "float32", "quantize": "int8"},
     "callqa-30s": {"buckets_s": FULL_CONTEXT_S},
+    "callqa-grid": {"buckets_s": ACCELERATOR_BUCKETS_S},
     "callqa-gap0.5": {"join_gap_s": 0.5},
     "callqa-per-turn": {"pack_windows": False},
 }
@@ -311,11 +329,18 @@ def main() -> None:
     parser.add_argument("--configs", default=",".join([*CONFIGS, "faster-whisper"]),
                         help=f"comma-separated, from {[*CONFIGS, 'faster-whisper']}")
     parser.add_argument("--out", type=Path, help="write the JSON report here")
+    parser.add_argument("--corpus", type=Path, help="read the corpus from this folder, or write it there first "
+                        "(a machine without espeak-ng, such as an accelerator host, runs a saved corpus)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     base = EngineOptions(device=args.device, dtype=args.dtype, threads=args.threads, cache_dir=Path(args.cache_dir),
                          max_batch_items=args.max_items, max_batch_audio_s=args.max_audio_s)
-    calls = make_corpus(args.minutes * 60, args.seed)
+    if args.corpus and (args.corpus / "corpus.json").exists():
+        calls = load_corpus(args.corpus)
+    else:
+        calls = make_corpus(args.minutes * 60, args.seed)
+        if args.corpus:
+            save_corpus(calls, args.corpus)
     audio_s = sum(c.duration_s for c in calls)
     print(f"corpus: {len(calls)} calls, {audio_s:.0f} s ({audio_s / 60:.1f} min), "
           f"{sum(c.mono for c in calls)} mono 16 kHz, {sum(c.language == 'zh' for c in calls)} Mandarin, "
@@ -355,7 +380,7 @@ def print_table(reports: list[dict], audio_s: float) -> None:
               f"{r['peak_mb']:>9.0f}{r['steady_mb']:>10.0f}")
     by = {r["name"]: r for r in reports}
     print(f"\naudio: {audio_s:.0f} s; RTFx = call audio seconds / wall seconds")
-    for other in ("callqa-fp32", "callqa-30s", "faster-whisper-int8", "faster-whisper-int8_float16"):
+    for other in ("callqa-bf16", "callqa-30s", "callqa-per-turn", "faster-whisper-int8", "faster-whisper-int8_float16"):
         if "callqa" in by and other in by:
             print(f"callqa / {other}: {by['callqa']['rtfx'] / by[other]['rtfx']:.2f}x")
 

@@ -82,7 +82,9 @@ class DecodeStats:
 
 
 def token_cap(duration_s: float, opts: DecodeOptions) -> int:
-    """Most tokens a window of this duration may produce."""
+    """Most tokens a window of this duration may produce (none for an idle row)."""
+    if duration_s <= 0:
+        return 0
     return min(opts.max_new_tokens, int(opts.min_tokens + opts.tokens_per_s * duration_s))
 
 

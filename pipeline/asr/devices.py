@@ -21,16 +21,6 @@ DeviceKind = Literal["cpu", "cuda", "npu", "mps"]
 DtypeName = Literal["auto", "float32", "float16", "bfloat16"]
 
 
-def _cpu_has_native_bf16() -> bool:
-    """AMX or AVX512-BF16 in /proc/cpuinfo (Linux); elsewhere assume not (bf16 would be emulated)."""
-    try:
-        with open("/proc/cpuinfo") as fh:
-            flags = next((line for line in fh if line.startswith("flags")), "").split()
-    except OSError:
-        return False
-    return "amx_bf16" in flags or "avx512_bf16" in flags
-
-
 def _npu_module():  # torch_npu registers the "npu" device type on import
     if importlib.util.find_spec("torch_npu") is None:
         return None
@@ -65,13 +55,12 @@ class Device:
         return self.kind
 
     def inference_dtype(self, requested: DtypeName) -> torch.dtype:
-        """bf16 on CPUs with native bf16 matrix units (AMX / AVX512-BF16: measured 1.6x faster than
-        fp32 at equal accuracy, pipeline/asr/README.md), else fp32; on accelerators bf16 where
-        supported, else fp16."""
+        """fp32 on CPU (bf16 measured no faster there, pipeline/asr/README.md); on accelerators
+        bf16 where supported, else fp16."""
         if requested != "auto":
             return getattr(torch, requested)
         if self.kind == "cpu":
-            return torch.bfloat16 if _cpu_has_native_bf16() else torch.float32
+            return torch.float32
         if self.kind == "cuda" and torch.cuda.is_bf16_supported():
             return torch.bfloat16
         return torch.float16

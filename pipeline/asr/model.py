@@ -203,7 +203,6 @@ class TextDecoder(nn.Module):
 
     def fill_cross_kv(self, memory: Tensor, cross_kv: Tensor) -> None:
         """Write every layer's cross keys/values of memory (B, T, D) into cross_kv (layers, 2, B, H, T, Dh)."""
-        memory = memory.to(cross_kv.dtype)
         for i, block in enumerate(self.blocks):
             k, v = block.cross_attn.encode_kv(memory)
             cross_kv[i, 0].copy_(k)
@@ -230,11 +229,6 @@ class Whisper(nn.Module):
     def dtype(self) -> torch.dtype:
         """The dtype features enter the encoder in."""
         return self.encoder.conv1.weight.dtype
-
-    @property
-    def decoder_dtype(self) -> torch.dtype:
-        """The dtype of the decoder's activations and key/value caches."""
-        return self.decoder.token_embedding.weight.dtype
 
     def quantized(self) -> Whisper:
         """int8 dynamic quantisation of every Linear (weights int8, activations quantised per

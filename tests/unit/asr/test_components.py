@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline.asr.devices import _cpu_has_native_bf16, resolve_device
+from pipeline.asr.devices import resolve_device
 from pipeline.asr.errors import DeviceError
 from pipeline.asr.features import HOP, LogMel, mel_filters
 from pipeline.asr.text import normalize_en, normalize_zh, to_simplified
@@ -50,8 +50,7 @@ def test_text_normalisation():
 
 def test_device_interface_resolves_cpu_and_refuses_unknown():
     cpu = resolve_device("cpu")
-    native_bf16 = _cpu_has_native_bf16()
-    assert cpu.kind == "cpu" and cpu.inference_dtype("auto") == (torch.bfloat16 if native_bf16 else torch.float32)
+    assert cpu.kind == "cpu" and cpu.inference_dtype("auto") == torch.float32
     assert cpu.inference_dtype("float32") == torch.float32 and not cpu.wants_int8("none")
     assert cpu.memory_bytes()["allocated"] > 0
     with pytest.raises(DeviceError):
