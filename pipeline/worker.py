@@ -138,6 +138,9 @@ class AsrWorker:
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self.checkpoint.assign((p.topic, p.partition) for p in partitions)
+        # librdkafka keeps a partition's pause flag across a revoke: one revoked while a batch
+        # computed (paused) and handed back later would otherwise never be fetched again
+        consumer.resume(partitions)
         log.info("partitions_assigned", partitions=[p.partition for p in partitions])
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:

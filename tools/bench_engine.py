@@ -267,7 +267,7 @@ def run_engine(name: str, opts: EngineOptions, calls: list[Call], repeats: int) 
         if wall_s < best_s:
             best_s, mem = wall_s, sampler
     hyps = [{ch: " ".join(s.text for s in r.segments if s.channel == ch) for ch in (0, 1)} for r in results]
-    redecoded = sum(r.timings.get("redecoded_windows", 0) for r in results)
+    redecoded = engine.stats.redecoded_windows
     stats = list(engine.stats.batches)
     sizes = [b.items for b in stats]
     report = {

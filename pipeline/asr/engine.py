@@ -231,7 +231,7 @@ class Engine:
                 else:  # nothing usable from the start: shorter context, one piece at a time
                     again = w.packed.unpacked() if len(w.packed.pieces) > 1 else []
                 later += [(_Window(w.call, w.channel, p, w.stream), origin) for p in again]
-                timings[w.call]["redecoded_windows"] += len(again)
+                self.stats.redecoded_windows += len(again)
             if not later:
                 break
             todo = later
@@ -301,12 +301,12 @@ class Engine:
         votes: dict[int, Counter] = defaultdict(Counter)
         for d in decoded:
             w, language = d.window, d.result.language
-            votes[w.channel][language] += w.packed.speech_s
             pieces = window_texts(d.spans, w.packed, d.until_s, self.opts.split_pause_s)
+            votes[w.channel][language] += sum(p.end_s - p.start_s for p in pieces)  # transcribed seconds
             segments += [Segment(role=call.roles[w.channel], channel=w.channel, start_s=round(p.start_s, 3),
                                  end_s=round(p.end_s, 3), text=p.text, language=language) for p in pieces]
         segments.sort(key=lambda s: (s.start_s, s.channel))
-        languages = {ch: c.most_common(1)[0][0] for ch, c in sorted(votes.items())}
+        languages = {ch: c.most_common(1)[0][0] for ch, c in sorted(votes.items()) if sum(c.values()) > 0}
         return CallTranscript(call_id=call.call_id, segments=segments, languages=languages,
                               model_name=self.model_name, model_version=self.model_version,
                               timings=dict(timings), duration_s=call.duration_s)

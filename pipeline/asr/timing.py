@@ -131,6 +131,8 @@ def call_segments(span: TimedSpan, text: str, window: PackedWindow, min_pause_s:
 def _snap(units: list[str], at: int) -> int:
     """Move a text split point to the nearest clause end (punctuation) close to it: the time
     share only estimates where the words fall, the model's punctuation marks the pause."""
+    if at <= 0 or at >= len(units):  # all text on one side: nothing to move
+        return at
     reach = max(2, len(units) // 4)
     ends = [i for i in range(max(1, at - reach), min(len(units), at + reach + 1)) if units[i - 1][-1:] in CLAUSE_END]
     return min(ends, key=lambda i: abs(i - at)) if ends else at

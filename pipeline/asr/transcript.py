@@ -94,4 +94,5 @@ class EngineStats:
     def reset(self) -> None:
         self.batches.clear()
         self.n_batches = 0
+        self.redecoded_windows = 0  # windows (or their rests) decoded again after a loop or cut-off
         self.audio_s = self.speech_s = self.computed_s = 0.0

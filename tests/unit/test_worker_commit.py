@@ -45,6 +45,13 @@ class FakeMessage:
 @dataclass
 class FakeConsumer:
     queue: list[FakeMessage] = field(default_factory=list)
+    paused: set[tuple[str, int]] = field(default_factory=set)  # kept across revokes, as librdkafka does
+
+    def pause(self, partitions: list[TopicPartition]) -> None:
+        self.paused |= {(p.topic, p.partition) for p in partitions}
+
+    def resume(self, partitions: list[TopicPartition]) -> None:
+        self.paused -= {(p.topic, p.partition) for p in partitions}
 
     def consume(self, num_messages: int, timeout: float) -> list[FakeMessage]:
         taken, self.queue = self.queue[:num_messages], self.queue[num_messages:]
@@ -145,3 +152,12 @@ def test_a_commit_never_moves_an_offset_backwards(worker: AsrWorker) -> None:
     batch, transcripts = fetch(worker, (0, 3))
     assert worker._commit(batch, transcripts)
     assert worker.producer.offsets == [(0, 7)] and len(worker.producer.produced) == 2
+
+
+def test_a_partition_revoked_while_paused_is_fetched_again_when_it_comes_back(worker: AsrWorker) -> None:
+    tp0 = [TopicPartition(TOPIC, 0)]
+    worker._on_assign(worker.consumer, tp0)
+    worker.consumer.pause(tp0)  # a batch computes
+    worker._on_revoke(worker.consumer, tp0)  # the partition leaves meanwhile: the resume skips it
+    worker._on_assign(worker.consumer, tp0)  # a member died, the partition is back
+    assert worker.consumer.paused == set()

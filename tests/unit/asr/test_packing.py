@@ -86,6 +86,9 @@ def test_near_joins_and_slivers_are_not_split():
     # the model's segment starts 0.1 s before the join: the sliver gets no text
     parts = call_segments(TimedSpan(2.9, 6.3, (1,)), "I am sorry for that", window, min_pause_s=1.0)
     assert [p.text for p in parts] == ["I am sorry for that"] and parts[0].start_s == pytest.approx(10.0)
+    # ... and a sliver at the end gets none either, whatever the punctuation
+    parts = call_segments(TimedSpan(0.0, 3.4, (1,)), "Yes, I am sorry for that", window, min_pause_s=1.0)
+    assert [p.text for p in parts] == ["Yes, I am sorry for that"] and parts[0].end_s == pytest.approx(4.0)
 
 
 def spans_of(*items: tuple[float, float, str, bool]) -> list[tuple[TimedSpan, str]]:
