@@ -232,7 +232,8 @@ class Whisper(nn.Module):
 
     def quantized(self) -> Whisper:
         """int8 dynamic quantisation of every Linear (weights int8, activations quantised per
-        batch): the CPU fast path. Convolutions, norms and attention stay fp32."""
+        batch, so a row's result depends on its batch-mates; opt-in, see pipeline/asr/README.md).
+        Convolutions, norms and attention stay fp32."""
         tied = self.decoder.output
         if isinstance(tied, TiedOutput):
             self.decoder.output = tied.as_linear()
