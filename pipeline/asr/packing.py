@@ -88,10 +88,13 @@ class PackedWindow:
         out = []
         for i in range(1, len(self.pieces)):
             prev, cur = self.pieces[i - 1], self.pieces[i]
-            join_s = (prev.dst_end + cur.dst_start) / 2 / RATE
-            if start_s < join_s < end_s and (cur.src_start - prev.src_end) / RATE > min_pause_s:
+            if start_s < self.join_s(i) < end_s and (cur.src_start - prev.src_end) / RATE > min_pause_s:
                 out.append(i)
         return out
+
+    def join_s(self, i: int) -> float:
+        """Window time of the middle of the gap before piece i."""
+        return (self.pieces[i - 1].dst_end + self.pieces[i].dst_start) / 2 / RATE
 
     def after(self, t_s: float) -> PackedWindow | None:
         """The rest of this window from window time t_s on, laid out from 0 (None: no audio left).

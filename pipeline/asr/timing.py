@@ -103,11 +103,7 @@ def _units(text: str) -> tuple[list[str], str]:
 def call_segments(span: TimedSpan, text: str, window: PackedWindow, min_pause_s: float) -> list[TimedText]:
     """One span of ``window`` -> call-time pieces, split at joins whose call pause exceeds min_pause_s."""
     joins = window.joins_within(span.start_s, span.end_s, min_pause_s)
-    edges = [span.start_s]
-    for i in joins:
-        prev, cur = window.pieces[i - 1], window.pieces[i]
-        edges.append((prev.dst_end + cur.dst_start) / 2 / RATE)
-    edges.append(span.end_s)
+    edges = [span.start_s, *(window.join_s(i) for i in joins), span.end_s]
     # share the text by the audio each part really holds; a sliver at a join (the model's
     # timestamp a little early or late) gets none
     weights = [_audio_s(window, edges[k], edges[k + 1]) for k in range(len(edges) - 1)]
