@@ -2,7 +2,7 @@
 
 Pure logic: load and expand the catalog for the configured duration buckets, and
 compute what must change to make a live cluster match it. The Kafka admin calls
-live in :mod:`pipeline.kafka_admin`.
+live in :mod:`pipeline.adapters.kafka_admin`.
 """
 
 from __future__ import annotations

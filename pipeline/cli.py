@@ -89,7 +89,7 @@ def stack_status() -> None:
 def topics_apply() -> None:
     """Create or update the catalog's topics; a second run changes nothing."""
     from pipeline.catalog import load_catalog
-    from pipeline.kafka_admin import apply_catalog
+    from pipeline.adapters.kafka_admin import apply_catalog
 
     cfg = settings()
     changes = apply_catalog(cfg, load_catalog(cfg.bucket_names, cfg.replication_factor))
@@ -104,7 +104,7 @@ def topics_apply() -> None:
 def topics_describe() -> None:
     """Live topic state beside the catalog."""
     from pipeline.catalog import load_catalog
-    from pipeline.kafka_admin import describe
+    from pipeline.adapters.kafka_admin import describe
 
     cfg = settings()
     echo_json(describe(cfg, load_catalog(cfg.bucket_names, cfg.replication_factor)))
@@ -141,9 +141,9 @@ def ingest(
     workers: Annotated[int, typer.Option(help="Concurrent uploads.")] = 8,
 ) -> None:
     """Upload recordings with their metadata; MinIO then emits each arrival itself."""
-    from pipeline import arrivals
+    from pipeline.adapters import publisher as arrivals
     from pipeline.events import ObjectRef
-    from pipeline.storage import storage_client
+    from pipeline.adapters.storage import storage_client
 
     cfg = settings()
     common = {k: v for k, v in {"agent-id": agent_id, "roles": roles, "start-time": start_time}.items() if v}
@@ -177,7 +177,7 @@ def router_cmd(app_id: Annotated[str, typer.Option(help="Faust app id (the consu
     """Run the Faust router: audio.arrivals → duration-bucket topics (several processes share the work)."""
     import faust
 
-    from pipeline.router import create_app
+    from pipeline.run.router import create_app
 
     cfg = settings()
     faust_app = create_app(cfg, app_id)
@@ -212,7 +212,7 @@ def worker_cmd(
     """Run one ASR worker: audio.bucket.<bucket> → asr.transcripts, exactly once."""
     import signal
 
-    from pipeline.worker import AsrWorker, WorkerOptions
+    from pipeline.run.worker import AsrWorker, WorkerOptions
 
     cfg = settings()
     if bucket not in cfg.bucket_names:
@@ -232,7 +232,7 @@ def qa_cmd(app_id: Annotated[str, typer.Option(help="Faust app id (the consumer 
     """Run the QA stage: asr.transcripts → qa.findings (rule packs, PII redaction, scores)."""
     import faust
 
-    from pipeline.qa_stage import create_app
+    from pipeline.run.qa import create_app
 
     cfg = settings()
     faust.Worker(create_app(cfg, app_id), loglevel=cfg.log_level.upper(), quiet=True).execute_from_commandline()
@@ -262,7 +262,7 @@ def run_cmd(
     qa: Annotated[bool, typer.Option(help="Run the compliance rules too.")] = True,
 ) -> None:
     """Embedded mode: transcribe and check recordings in this process (no broker, no object store)."""
-    from pipeline.embedded import run_paths
+    from pipeline.run.embedded import run_paths
 
     cfg = settings()
     run_paths(cfg, paths, out, {k: v for k, v in {"roles": roles, "agent-id": agent_id}.items() if v},
@@ -277,7 +277,7 @@ def pipeline_cmd(
     bucket: Annotated[Optional[list[str]], typer.Option(help="Only these buckets' workers (repeatable).")] = None,
 ) -> None:
     """Run router + one worker per bucket + QA stage locally, until Ctrl-C (logs under <state_dir>/logs)."""
-    from pipeline.local_pipeline import run_local
+    from pipeline.run.local import run_local
 
     raise typer.Exit(run_local(settings(), device, buckets=bucket))
 

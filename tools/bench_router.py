@@ -27,10 +27,10 @@ import soundfile as sf
 from pipeline import stack
 from pipeline.config import Settings, read_env_file
 from pipeline.events import AudioArrived, ObjectRef, RoutedCall, decode, encode
-from pipeline.router_stage import ArrivalRouter
-from pipeline.routing import Buckets
+from pipeline.stages.router import ArrivalRouter
+from pipeline.stages.routing import Buckets
 from pipeline.stack.minio import prepare_bucket
-from pipeline.storage import MinioStore, storage_client
+from pipeline.adapters.storage import MinioStore, storage_client
 from tests.kafka_helpers import TopicReader
 from tests.processes import settings_env
 

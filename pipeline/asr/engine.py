@@ -3,7 +3,7 @@
 Flow of :meth:`Engine.transcribe_batch`: resample each call to 16 kHz, find
 speech regions per channel (VAD) and pack them into windows of up to 30 s
 (:mod:`pipeline.asr.packing`), plan model batches of windows by length bucket
-under the batch budget (:mod:`pipeline.batching`), run log-mel + encoder +
+under the batch budget (:mod:`pipeline.stages.batching`), run log-mel + encoder +
 batched timestamped decoding per batch on pool buffers, re-decode windows
 that loop or overflow piece by piece, and map each window's timed text back to
 call time (:mod:`pipeline.asr.timing`). Every window is computed at its own
@@ -37,7 +37,7 @@ from pipeline.asr.timing import TimedSpan, coverage, timed_spans, window_texts
 from pipeline.asr.tokenizer import WhisperTokenizer
 from pipeline.asr.transcript import BatchStats, CallTranscript, EngineStats, Segment
 from pipeline.asr.vad import SileroVad, VadOptions
-from pipeline.batching import Batch, BatchBudget, plan_batches
+from pipeline.stages.batching import Batch, BatchBudget, plan_batches
 
 # Packed windows are mostly 25-30 s; shorter buckets serve each channel's last window. Both
 # layouts measured within 0.5 points WER/CER of the full 30 s context (pipeline/asr/README.md).

@@ -17,10 +17,10 @@ from typing import Any
 from pipeline.catalog import load_catalog
 from pipeline.config import STACK_ENV_FILE, Settings, write_env_file
 from pipeline.errors import StackError
-from pipeline.kafka_admin import apply_catalog, wait_for_broker
+from pipeline.adapters.kafka_admin import apply_catalog, wait_for_broker
 from pipeline.stack import kafka, minio
 from pipeline.stack.processes import alive, free_port, port_open, stop
-from pipeline.storage import storage_client
+from pipeline.adapters.storage import storage_client
 
 STATE_FILE = "stack.json"
 

@@ -21,10 +21,10 @@ import soxr
 
 from pipeline.config import Settings
 from pipeline.events import DeadLetter, QAResult, Transcript, decode
-from pipeline.kafka_admin import apply_catalog
+from pipeline.adapters.kafka_admin import apply_catalog
 from pipeline.catalog import load_catalog
 from pipeline.stack.minio import prepare_bucket
-from pipeline.storage import storage_client
+from pipeline.adapters.storage import storage_client
 from tests.kafka_helpers import TopicReader
 from tests.processes import callqa, spawn, stop
 from tools.make_sample_calls import make_call

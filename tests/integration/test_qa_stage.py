@@ -11,7 +11,7 @@ import pytest
 from pipeline.catalog import load_catalog
 from pipeline.config import Settings
 from pipeline.events import DeadLetter, ModelInfo, ObjectRef, QAResult, Segment, Transcript, decode, encode
-from pipeline.kafka_admin import apply_catalog
+from pipeline.adapters.kafka_admin import apply_catalog
 from tests.kafka_helpers import TopicReader, produce
 from tests.processes import callqa, spawn, stop
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from pipeline.batching import BatchBudget, BatchPlanError, PaddingTally, bucket_for, plan_batches
+from pipeline.stages.batching import BatchBudget, BatchPlanError, PaddingTally, bucket_for, plan_batches
 
 
 @dataclass(frozen=True)

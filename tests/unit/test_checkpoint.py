@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pipeline.checkpoint import Checkpoint
+from pipeline.stages.checkpoint import Checkpoint
 
 P0, P1 = ("t", 0), ("t", 1)
 

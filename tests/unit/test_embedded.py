@@ -9,11 +9,11 @@ import orjson
 import pytest
 
 from pipeline.asr import Engine, EngineOptions
-from pipeline.batching import BatchBudget
-from pipeline.embedded import DEAD_LETTERS, FINDINGS, TRANSCRIPTS, EmbeddedRunner, RunOptions
+from pipeline.stages.batching import BatchBudget
+from pipeline.run.embedded import DEAD_LETTERS, FINDINGS, TRANSCRIPTS, EmbeddedRunner, RunOptions
 from pipeline.qa import CallTextError, QAEngine
-from pipeline.routing import Buckets
-from pipeline.storage import FileStore
+from pipeline.stages.routing import Buckets
+from pipeline.adapters.storage import FileStore
 
 SAMPLES = Path(__file__).resolve().parent.parent / "fixtures" / "calls"
 

@@ -10,10 +10,10 @@ import pytest
 from minio.error import InvalidResponseError, ServerError
 
 from pipeline.events import AudioArrived, ObjectRef, encode
-from pipeline.probe import HEAD_BYTES, NeedsFullRead, ProbeError, probe_full, probe_head, validate
-from pipeline.router_stage import ArrivalRouter, Dead, Routed, Skipped
-from pipeline.routing import Buckets, PartitionBalancer, RoutingError, call_id_for, parse_roles
-from pipeline.storage import FileStore, MinioStore, StorageError
+from pipeline.stages.probe import HEAD_BYTES, NeedsFullRead, ProbeError, probe_full, probe_head, validate
+from pipeline.stages.router import ArrivalRouter, Dead, Routed, Skipped
+from pipeline.stages.routing import Buckets, PartitionBalancer, RoutingError, call_id_for, parse_roles
+from pipeline.adapters.storage import FileStore, MinioStore, StorageError
 from tests import audio
 
 BUCKETS = Buckets((30.0, 120.0, 600.0), ("short", "medium", "long", "xlong"))
@@ -210,6 +210,6 @@ def test_stage_dead_letters_an_unexpected_failure(tmp_path: Path, monkeypatch: p
     def broken_probe(head: bytes, size_bytes: int):  # noqa: ANN202
         raise IndexError("a bug in a probe")
 
-    monkeypatch.setattr("pipeline.router_stage.probe_head", broken_probe)
+    monkeypatch.setattr("pipeline.stages.router.probe_head", broken_probe)
     out = _router().route(_arrival(audio.write(tmp_path / "c.wav", 2.0, 8000)), b"k", {})
     assert isinstance(out, Dead) and out.letter.reason == "internal_error"

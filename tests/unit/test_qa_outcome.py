@@ -6,7 +6,7 @@ import pytest
 
 from pipeline.events import DeadLetter, ModelInfo, ObjectRef, QAResult, Segment, SourcePosition, Transcript, encode
 from pipeline.qa import QAEngine
-from pipeline.qa_outcome import evaluate_payload
+from pipeline.stages.qa import evaluate_payload
 
 SOURCE = SourcePosition(topic="asr.transcripts", partition=2, offset=41)
 

@@ -10,8 +10,8 @@ from confluent_kafka import TopicPartition
 
 from pipeline.config import Settings
 from pipeline.events import ModelInfo, ObjectRef, RoutedCall, Transcript, encode
-from pipeline.fetch import Ready
-from pipeline.worker import AsrWorker, WorkerOptions
+from pipeline.adapters.fetch import Ready
+from pipeline.run.worker import AsrWorker, WorkerOptions
 
 TOPIC = "audio.bucket.short"
 

@@ -13,8 +13,8 @@ from typing import Generic, TypeVar
 
 from pipeline.asr import AudioDecodeError, CallAudio, load_call_audio
 from pipeline.events import DeadLetter, RoutedCall, SourcePosition
-from pipeline.storage import MissingObject, ObjectStore, StorageError
-from pipeline.transcripts import audio_for, roles_by_channel
+from pipeline.adapters.storage import MissingObject, ObjectStore, StorageError
+from pipeline.stages.transcript_event import audio_for, roles_by_channel
 
 Tag = TypeVar("Tag")  # whatever the caller needs back with each call (a Kafka message, a path)
 

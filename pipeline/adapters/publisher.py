@@ -20,7 +20,7 @@ from minio.error import S3Error
 
 from pipeline.config import Settings
 from pipeline.events import AudioArrived, ObjectRef, encode
-from pipeline.storage import file_digest
+from pipeline.adapters.storage import file_digest
 
 AUDIO_SUFFIXES = {".wav", ".flac", ".ogg", ".opus", ".mp3", ".aiff", ".aif", ".au", ".caf"}
 DIGEST_META = "content-sha256"

@@ -17,9 +17,9 @@ from typing import Any, TypeVar
 
 from pipeline.errors import DecodeError, SkipEvent
 from pipeline.events import AudioArrived, DeadLetter, ObjectRef, RoutedCall, SourcePosition, decode_arrival
-from pipeline.probe import HEAD_BYTES, AudioInfo, NeedsFullRead, ProbeError, probe_full, probe_head, validate
-from pipeline.routing import Buckets, PartitionBalancer, RoutingError, call_id_for, parse_roles
-from pipeline.storage import MissingObject, ObjectStore, StorageError
+from pipeline.stages.probe import HEAD_BYTES, AudioInfo, NeedsFullRead, ProbeError, probe_full, probe_head, validate
+from pipeline.stages.routing import Buckets, PartitionBalancer, RoutingError, call_id_for, parse_roles
+from pipeline.adapters.storage import MissingObject, ObjectStore, StorageError
 
 T = TypeVar("T")
 

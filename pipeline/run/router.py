@@ -1,17 +1,17 @@
 """The Faust router: audio.arrivals → audio.bucket.<name> (or router.dlq).
 
-A thin adapter around :class:`pipeline.router_stage.ArrivalRouter`. Several router
+A thin adapter around :class:`pipeline.stages.router.ArrivalRouter`. Several router
 processes share the arrival partitions (one consumer group); the app runs with
 ``processing_guarantee="exactly_once"``.
 
 De-duplication: every routed object version leaves a marker on the compacted topic
 ``router.seen``, produced in the same transaction as the RoutedCall and the input
-offset (see :func:`pipeline.faust_app.send_in_source_transaction`), so a killed
+offset (see :func:`pipeline.adapters.faust_app.send_in_source_transaction`), so a killed
 router re-routes nothing twice and loses nothing. A Faust Table was tried first:
 its changelog writes committed in a transaction of their own, and a SIGKILL test
 then lost 35 of 300 arrivals (marked seen, never routed). Markers are loaded at
 start; arrivals of one object land on one partition (keyed ``bucket/object``;
-upstream publishers use MinIO's partitioner, see :mod:`pipeline.arrivals`).
+upstream publishers use MinIO's partitioner, see :mod:`pipeline.adapters.publisher`).
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ from prometheus_client import Counter, Histogram
 from pipeline.config import Settings
 from pipeline.errors import StackError
 from pipeline.events import SourcePosition, encode
-from pipeline.faust_app import create_faust_app, send_in_source_transaction
+from pipeline.adapters.faust_app import create_faust_app, send_in_source_transaction
 from pipeline.logs import get_logger
-from pipeline.router_stage import ArrivalRouter, Dead, Routed, Skipped
-from pipeline.routing import Buckets
-from pipeline.storage import MinioStore, storage_client
+from pipeline.stages.router import ArrivalRouter, Dead, Routed, Skipped
+from pipeline.stages.routing import Buckets
+from pipeline.adapters.storage import MinioStore, storage_client
 
 log = get_logger("callqa.router")
 
@@ -131,7 +131,7 @@ def load_markers(settings: Settings, topic: str) -> dict[str, float]:
 
 
 def topic_partitions(settings: Settings, names: list[str]) -> dict[str, int]:
-    from pipeline.kafka_admin import admin_client
+    from pipeline.adapters.kafka_admin import admin_client
 
     topics = admin_client(settings).list_topics(timeout=30).topics
     missing = [n for n in names if n not in topics]

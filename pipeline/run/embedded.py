@@ -25,16 +25,16 @@ from typing import IO, Any
 import orjson
 
 from pipeline.asr import CallTranscript, Engine
-from pipeline.batching import BatchBudget, plan_batches
+from pipeline.stages.batching import BatchBudget, plan_batches
 from pipeline.events import AudioArrived, DeadLetter, ObjectRef, RoutedCall, Transcript, decode, encode
-from pipeline.fetch import Failed, Fetcher, Ready
+from pipeline.adapters.fetch import Failed, Fetcher, Ready
 from pipeline.qa import QAEngine, write_report
 from pipeline.qa.model import CallQAResult
-from pipeline.qa_outcome import evaluate_transcript
-from pipeline.router_stage import ArrivalRouter, Dead, Routed
-from pipeline.routing import Buckets
-from pipeline.storage import ObjectStore
-from pipeline.transcripts import to_transcript
+from pipeline.stages.qa import evaluate_transcript
+from pipeline.stages.router import ArrivalRouter, Dead, Routed
+from pipeline.stages.routing import Buckets
+from pipeline.adapters.storage import ObjectStore
+from pipeline.stages.transcript_event import to_transcript
 
 TRANSCRIPTS, FINDINGS, DEAD_LETTERS = "transcripts.jsonl", "findings.jsonl", "dead_letters.jsonl"
 
@@ -236,8 +236,8 @@ def _write(out: IO[bytes], event: Any, summary: RunSummary) -> None:
 
 def input_refs(paths: list[str], settings: Any) -> tuple[ObjectStore, list[ObjectRef]]:
     """Local files and folders, or one ``s3://bucket/prefix`` (listed through the configured endpoint)."""
-    from pipeline.arrivals import find_recordings
-    from pipeline.storage import FileStore, MinioStore, storage_client
+    from pipeline.adapters.publisher import find_recordings
+    from pipeline.adapters.storage import FileStore, MinioStore, storage_client
 
     remote = [p for p in paths if p.startswith("s3://")]
     if remote:

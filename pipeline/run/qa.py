@@ -16,10 +16,10 @@ from prometheus_client import Counter
 
 from pipeline.config import Settings
 from pipeline.events import DeadLetter, SourcePosition, encode
-from pipeline.faust_app import create_faust_app, send_in_source_transaction
+from pipeline.adapters.faust_app import create_faust_app, send_in_source_transaction
 from pipeline.logs import get_logger
 from pipeline.qa import QAEngine
-from pipeline.qa_outcome import evaluate_payload
+from pipeline.stages.qa import evaluate_payload
 
 log = get_logger("callqa.qa")
 EVALUATED = Counter("callqa_qa_calls_total", "Calls evaluated")

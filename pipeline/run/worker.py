@@ -11,7 +11,7 @@ While the engine computes, the consumer is paused and keeps polling, so heartbea
 ``max.poll.interval.ms`` hold during long batches. An abortable transaction error aborts
 and rewinds to the committed offsets; nothing is produced twice or lost. A batch from a
 partition revoked after its fetch is dropped even if the partition came back (see
-:mod:`pipeline.checkpoint`), and committed offsets never move backwards.
+:mod:`pipeline.stages.checkpoint`), and committed offsets never move backwards.
 """
 
 from __future__ import annotations
@@ -26,16 +26,16 @@ from dataclasses import dataclass
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from pipeline.asr import Engine
-from pipeline.batching import BatchBudget, pack_in_order
-from pipeline.checkpoint import Checkpoint, Position
+from pipeline.stages.batching import BatchBudget, pack_in_order
+from pipeline.stages.checkpoint import Checkpoint, Position
 from pipeline.config import Settings
 from pipeline.errors import DecodeError
 from pipeline.events import DeadLetter, RoutedCall, SourcePosition, Transcript, decode, encode
-from pipeline.fetch import Failed, Fetcher, Ready
+from pipeline.adapters.fetch import Failed, Fetcher, Ready
 from pipeline.logs import get_logger
-from pipeline.storage import MinioStore, storage_client
-from pipeline.transcripts import to_transcript
-from pipeline.worker_metrics import WorkerMetrics
+from pipeline.adapters.storage import MinioStore, storage_client
+from pipeline.stages.transcript_event import to_transcript
+from pipeline.run.worker_metrics import WorkerMetrics
 
 log = get_logger("callqa.worker")
 

@@ -1,0 +1,1 @@
+"""Runners: the Faust router and QA stage, the confluent-kafka ASR worker, embedded and local modes."""

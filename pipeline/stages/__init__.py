@@ -1,0 +1,1 @@
+"""Pure stages: routing, batching, commit bookkeeping, QA outcomes. No Kafka, MinIO, Faust or torch."""
