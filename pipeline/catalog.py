@@ -3,12 +3,18 @@
 Pure logic: load and expand the catalog for the configured duration buckets, and
 compute what must change to make a live cluster match it. The Kafka admin calls
 live in :mod:`pipeline.adapters.kafka_admin`.
+
+``topics/`` at the top of the repository is the source of truth; the package ships an
+identical copy as package data (``pipeline/_topics``, kept equal by
+``tests/unit/test_package_data.py``) and reads only that copy, through
+:mod:`importlib.resources`, so a non-editable install finds it too.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +24,8 @@ import yaml
 from pipeline.errors import ConfigError
 from pipeline.events import EVENT_TYPES
 
-TOPICS_DIR = Path(__file__).resolve().parent.parent / "topics"
+PACKAGE_DATA = "pipeline._topics"  # a regular package: namespace packages give no resource reader on 3.11
+SOURCE_TOPICS_DIR = Path(__file__).resolve().parent.parent / "topics"  # exists in a source checkout only
 
 
 @dataclass(frozen=True)
@@ -49,14 +56,14 @@ class TopicChange:
         return self.action in ("create", "add_partitions", "alter_config")
 
 
-def topics_dir() -> Path:
-    if TOPICS_DIR.is_dir():
-        return TOPICS_DIR
-    return Path(str(resources.files("pipeline") / "_topics"))  # installed wheel layout
+def topics_dir() -> Traversable:
+    """The catalog and schemas shipped with the package (source checkout and installed wheel alike)."""
+    return resources.files(PACKAGE_DATA)
 
 
 def load_catalog(
-    bucket_names: tuple[str, ...], replication_factor: int | None = None, path: Path | None = None
+    bucket_names: tuple[str, ...], replication_factor: int | None = None,
+    path: Path | Traversable | None = None,
 ) -> list[TopicSpec]:
     """The catalog expanded for these duration buckets; bad entries raise ConfigError."""
     path = path or topics_dir() / "catalog.yaml"
@@ -121,7 +128,7 @@ def plan_changes(specs: list[TopicSpec], live: dict[str, LiveTopic], prefix: str
     return changes
 
 
-def schema_path(event_type: str) -> Path:
+def schema_path(event_type: str) -> Traversable:
     return topics_dir() / "schemas" / f"{event_type}.v1.json"
 
 
@@ -134,13 +141,22 @@ def generated_schema(event_type: str) -> dict[str, Any]:
 
 
 def load_schema(event_type: str) -> dict[str, Any]:
-    return orjson.loads(schema_path(event_type).read_bytes())
+    try:
+        return orjson.loads(schema_path(event_type).read_bytes())
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise ConfigError(f"cannot read the {event_type} schema: {exc}") from exc
 
 
 def write_schemas() -> list[Path]:
+    """Rewrite the schemas in ``topics/`` and in the package copy (a source checkout only)."""
+    package_copy = Path(str(resources.files(PACKAGE_DATA)))
+    if not SOURCE_TOPICS_DIR.is_dir():
+        raise ConfigError("writing schemas needs a source checkout (topics/ beside pipeline/)")
     written = []
     for event_type in EVENT_TYPES:
-        path = schema_path(event_type)
-        path.write_bytes(orjson.dumps(generated_schema(event_type), option=orjson.OPT_INDENT_2) + b"\n")
-        written.append(path)
+        data = orjson.dumps(generated_schema(event_type), option=orjson.OPT_INDENT_2) + b"\n"
+        for root in (SOURCE_TOPICS_DIR, package_copy):
+            path = root / "schemas" / f"{event_type}.v1.json"
+            path.write_bytes(data)
+            written.append(path)
     return written
