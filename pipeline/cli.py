@@ -198,6 +198,19 @@ def load_engine(cfg: Settings, device: str = "auto"):
         threads=cfg.asr_threads, max_batch_items=windows, max_batch_audio_s=30.0 * windows))
 
 
+@app.command("prepare-model")
+def prepare_model_cmd() -> None:
+    """Join, verify and convert the configured model into the cache once (image builds, init containers),
+    so stage processes start from the cache and need no writable model directory."""
+    from pipeline.asr.convert import load_converted
+    from pipeline.asr.registry import lookup, resolve_files
+
+    cfg = settings()
+    files = resolve_files(lookup(cfg.asr_model), cfg.cache_dir / "models")
+    load_converted(files)
+    typer.echo(f"model {cfg.asr_model} ready in {files.directory} (sha256 {files.sha256[:12]})")
+
+
 @app.command("worker")
 def worker_cmd(
     bucket: Annotated[str, typer.Option(help="Duration bucket to consume (group asr-<bucket>).")],

@@ -46,6 +46,8 @@ if outside:
 print(f"check_wheel: pipeline from {site}")
 EOF
 "${callqa[@]}" topics schemas
+# The image's model stage: join, verify and convert the weights into a cache once.
+CALLQA_CACHE_DIR="$work/model-cache" "${callqa[@]}" prepare-model
 
 "${callqa[@]}" stack up
 # A prefix of its own, so `topics apply` from the wheel has topics to create; MinIO keeps
