@@ -1,0 +1,192 @@
+"""What a schema cannot see in the rendered deploy manifests: checked against the code and the catalog.
+
+usage: python tools/check_manifests.py OVERLAY=RENDERED.yaml ... --compose deploy/compose.yaml
+
+Kubernetes (each overlay, as `kustomize build` renders it):
+- every configured bucket has a worker StatefulSet and a KEDA ScaledObject; router and QA have one too;
+- maxReplicaCount <= the input topic's partitions (topics/catalog.yaml), offsetResetPolicy "earliest"
+  (what the stages use), a TriggerAuthentication, the stage's real consumer group;
+- every container: non-root, no privilege escalation, all capabilities dropped, read-only root
+  filesystem, CPU and memory requests; stage containers: probes on /healthz and /readyz, port 9100;
+- workers: CALLQA_ASR_THREADS from the CPU limit, the overlay's device resource and torch device;
+- container args parse with the real `callqa` CLI; every CALLQA_* key is a real setting.
+Compose: the same CLI and settings checks, a worker per bucket, stages waiting on the topics service.
+Run with the project's Python (it imports pipeline).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+import yaml
+
+from pipeline.catalog import load_catalog
+from pipeline.cli import app
+from pipeline.config import Settings
+
+DEVICE = {  # overlay -> (device resource, torch device)
+    "nvidia": ("nvidia.com/gpu", "cuda:0"),
+    "ascend": ("huawei.com/Ascend910", "npu:0"),
+    "hygon": ("hygon.com/dcu", "cuda:0"),
+    "iluvatar": ("iluvatar.ai/gpu", "cuda:0"),
+    "cpu": (None, "cpu"),
+}
+STAGE_GROUPS = {"callqa-router": ("callqa-router", "audio.arrivals"), "callqa-qa": ("callqa-qa", "asr.transcripts")}
+SETTINGS_KEYS = {f"CALLQA_{name.upper()}" for name in Settings.model_fields}
+CLI = typer.main.get_command(app)
+
+
+def check_args(args: list[str], where: str, errors: list[str]) -> None:
+    """Parse container args with the real CLI (no command runs); $(VAR) stands for any value."""
+    argv = [re.sub(r"\$\((\w+)\)", "x", a) for a in args]
+    if "--device" in argv:
+        argv[argv.index("--device") + 1] = "cpu"
+    # Typer bundles its own copy of click: use the command objects' own classes, not click's.
+    try:
+        command, name, rest = CLI, "callqa", argv
+        ctx = CLI.context_class(CLI, info_name="callqa")
+        while hasattr(command, "resolve_command"):  # a group, e.g. `topics apply`
+            resolved, sub, rest = command.resolve_command(ctx, rest)
+            if sub is None:
+                raise ValueError(f"no command {resolved!r}")
+            name, command = str(resolved), sub
+            ctx = sub.context_class(sub, info_name=name, parent=ctx)
+        command.make_context(name, list(rest), parent=ctx.parent)
+    except Exception as exc:  # the parser's usage errors (NoSuchOption, BadParameter, ...)
+        message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+        errors.append(f"{where}: args {args} do not parse: {message}")
+
+
+def check_env_keys(keys: list[str], where: str, errors: list[str]) -> None:
+    unknown = sorted(k for k in keys if k.startswith("CALLQA_") and k not in SETTINGS_KEYS)
+    if unknown:
+        errors.append(f"{where}: not settings: {unknown}")
+
+
+def check_overlay(overlay: str, docs: list[dict[str, Any]], errors: list[str]) -> None:
+    by_kind: dict[str, dict[str, dict[str, Any]]] = {}
+    for doc in docs:
+        by_kind.setdefault(doc["kind"], {})[doc["metadata"]["name"]] = doc
+    settings_cm = next(v for k, v in by_kind["ConfigMap"].items() if k.startswith("callqa-settings"))
+    check_env_keys(list(settings_cm["data"]), f"{overlay}: ConfigMap callqa-settings", errors)
+    buckets = tuple(yaml.safe_load(settings_cm["data"]["CALLQA_BUCKET_NAMES"]))
+    partitions = {spec.name: spec.partitions for spec in load_catalog(buckets)}
+    if any(s.get("stringData") or any(s.get("data", {}).values()) for s in by_kind.get("Secret", {}).values()
+           if not s["metadata"]["name"].startswith(("callqa-secrets-", "callqa-kafka-auth-"))):
+        errors.append(f"{overlay}: a Secret with values outside the secretGenerator")
+    expected = dict(STAGE_GROUPS, **{f"callqa-worker-{b}": (f"asr-{b}", f"audio.bucket.{b}") for b in buckets})
+    scaled = {so["spec"]["scaleTargetRef"]["name"]: so for so in by_kind.get("ScaledObject", {}).values()}
+    auths = set(by_kind.get("TriggerAuthentication", {}))
+    for target, (group, topic) in expected.items():
+        so = scaled.get(target)
+        if so is None:
+            errors.append(f"{overlay}: no ScaledObject for {target}")
+            continue
+        workload = by_kind.get(so["spec"]["scaleTargetRef"]["kind"], {}).get(target)
+        if workload is None:
+            errors.append(f"{overlay}: ScaledObject {target} targets a missing {so['spec']['scaleTargetRef']['kind']}")
+        for trigger in so["spec"]["triggers"]:
+            meta = trigger["metadata"]
+            if (meta.get("consumerGroup"), meta.get("topic")) != (group, topic):
+                errors.append(f"{overlay}: {target} scales on {meta.get('consumerGroup')}/{meta.get('topic')}, "
+                              f"the stage is {group}/{topic}")
+            if meta.get("offsetResetPolicy") != "earliest":
+                errors.append(f"{overlay}: {target}: offsetResetPolicy must be earliest, as in the stages")
+            if trigger.get("authenticationRef", {}).get("name") not in auths:
+                errors.append(f"{overlay}: {target}: no TriggerAuthentication")
+        if so["spec"]["maxReplicaCount"] > partitions.get(topic, 0):
+            errors.append(f"{overlay}: {target}: maxReplicaCount {so['spec']['maxReplicaCount']} > "
+                          f"{partitions.get(topic)} partitions of {topic}")
+    for kind in ("Deployment", "StatefulSet", "Job"):
+        for name, obj in by_kind.get(kind, {}).items():
+            check_pod(overlay, f"{kind} {name}", obj["spec"]["template"]["spec"], kind != "Job", errors)
+    resource, device = DEVICE[overlay]
+    for b in buckets:
+        sts = by_kind.get("StatefulSet", {}).get(f"callqa-worker-{b}")
+        if sts is None:
+            errors.append(f"{overlay}: no worker StatefulSet for bucket {b}")
+            continue
+        container = sts["spec"]["template"]["spec"]["containers"][0]
+        env = {e["name"]: e for e in container.get("env", [])}
+        threads = env.get("CALLQA_ASR_THREADS", {}).get("valueFrom", {}).get("resourceFieldRef", {})
+        if threads.get("resource") != "limits.cpu":
+            errors.append(f"{overlay}: worker {b}: CALLQA_ASR_THREADS is not the CPU limit")
+        if env.get("TORCH_DEVICE", {}).get("value") != device:
+            errors.append(f"{overlay}: worker {b}: device {env.get('TORCH_DEVICE')} is not {device}")
+        limits = container["resources"].get("limits", {})
+        if resource and str(limits.get(resource)) != "1":
+            errors.append(f"{overlay}: worker {b}: no {resource}: 1 limit")
+        if container["args"][:3] != ["worker", "--bucket", b]:
+            errors.append(f"{overlay}: worker {b}: args {container['args']}")
+
+
+def check_pod(overlay: str, where: str, pod: dict[str, Any], serves_http: bool, errors: list[str]) -> None:
+    where = f"{overlay}: {where}"
+    if not pod.get("securityContext", {}).get("runAsNonRoot"):
+        errors.append(f"{where}: runAsNonRoot not set")
+    for c in pod["containers"]:
+        sc = c.get("securityContext", {})
+        if sc.get("allowPrivilegeEscalation") is not False or sc.get("readOnlyRootFilesystem") is not True \
+                or sc.get("capabilities", {}).get("drop") != ["ALL"]:
+            errors.append(f"{where}: container {c['name']}: securityContext {sc}")
+        requests = c.get("resources", {}).get("requests", {})
+        if not {"cpu", "memory"} <= set(requests):
+            errors.append(f"{where}: container {c['name']}: requests {requests}")
+        check_args(c.get("args", []), where, errors)
+        check_env_keys([e["name"] for e in c.get("env", [])], where, errors)
+        if serves_http:
+            paths = {p: c.get(p, {}).get("httpGet", {}) for p in ("livenessProbe", "readinessProbe", "startupProbe")}
+            want = {"livenessProbe": "/healthz", "readinessProbe": "/readyz", "startupProbe": "/healthz"}
+            if any(paths[p].get("path") != want[p] or paths[p].get("port") != "metrics" for p in want):
+                errors.append(f"{where}: probes {paths}")
+            if {"name": "metrics", "containerPort": 9100} not in c.get("ports", []):
+                errors.append(f"{where}: no metrics port 9100")
+
+
+def check_compose(path: Path, errors: list[str]) -> None:
+    compose = yaml.safe_load(path.read_text())
+    services = compose["services"]
+    buckets = Settings.model_fields["bucket_names"].default
+    for b in buckets:
+        if f"worker-{b}" not in services:
+            errors.append(f"compose: no worker for bucket {b}")
+    for name in ["router", "qa", *(f"worker-{b}" for b in buckets)]:
+        svc = services.get(name, {})
+        if svc.get("depends_on", {}).get("topics", {}).get("condition") != "service_completed_successfully":
+            errors.append(f"compose: {name} does not wait for the topics service")
+        if "build" not in svc:
+            errors.append(f"compose: {name} has no build")
+    for name, svc in services.items():
+        if svc.get("image", "").startswith("callqa") or "build" in svc:
+            check_args(svc.get("command", []), f"compose: {name}", errors)
+            check_env_keys(list(svc.get("environment", {}) or {}), f"compose: {name}", errors)
+    example = path.parent / "callqa.env.example"
+    keys = [ln.split("=", 1)[0] for ln in example.read_text().splitlines() if "=" in ln and not ln.startswith("#")]
+    check_env_keys(keys, f"compose: {example.name}", errors)
+
+
+def main(argv: list[str]) -> int:
+    errors: list[str] = []
+    compose = None
+    if "--compose" in argv:
+        i = argv.index("--compose")
+        compose, argv = Path(argv[i + 1]), argv[:i] + argv[i + 2:]
+    for item in argv:
+        overlay, _, rendered = item.partition("=")
+        docs = [d for d in yaml.safe_load_all(Path(rendered).read_text()) if d]
+        check_overlay(overlay, docs, errors)
+        print(f"check_manifests: {overlay}: {len(docs)} objects checked")
+    if compose:
+        check_compose(compose, errors)
+        print(f"check_manifests: {compose} checked")
+    for e in errors:
+        print(f"ERROR {e}", file=sys.stderr)
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
