@@ -40,7 +40,7 @@ def settings() -> Settings:
     if loaded.metrics_port:
         from prometheus_client import start_http_server
 
-        start_http_server(loaded.metrics_port, addr="127.0.0.1")
+        start_http_server(loaded.metrics_port, addr=loaded.metrics_host)
     return loaded
 
 

@@ -61,6 +61,7 @@ class Settings(BaseSettings):
     qa_rule_packs: tuple[Path, ...] = ()
 
     metrics_port: int | None = None  # Prometheus /metrics of a stage process, when set
+    metrics_host: str = "127.0.0.1"  # 0.0.0.0 in containers, so the cluster can scrape and probe
 
     log_format: str = "auto"  # auto | json | console
     log_level: str = "info"
