@@ -44,7 +44,7 @@ for dir in "$work"/kubernetes/overlays/*/; do
   rendered+=("$overlay=$work/$overlay.yaml")
 done
 [ ${#rendered[@]} -eq 5 ] || { echo "check_deploy: expected 5 overlays, found ${#rendered[@]}" >&2; exit 1; }
-(cd "$repo" && "$venv/bin/python" tools/check_manifests.py "${rendered[@]}" --compose deploy/compose.yaml)
+(cd "$repo" && "$venv/bin/python" -m tools.check_manifests "${rendered[@]}" --compose deploy/compose.yaml)
 "$checkers/bin/check-jsonschema" --builtin-schema vendor.compose-spec \
   "$repo/deploy/compose.yaml" "$repo/deploy/compose.gpu.yaml"
 # No secret values in the repository: the operator-written files stay untracked.

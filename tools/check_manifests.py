@@ -1,6 +1,6 @@
 """What a schema cannot see in the rendered deploy manifests: checked against the code and the catalog.
 
-usage: python tools/check_manifests.py OVERLAY=RENDERED.yaml ... --compose deploy/compose.yaml
+usage: python -m tools.check_manifests OVERLAY=RENDERED.yaml ... --compose deploy/compose.yaml
 
 Kubernetes (each overlay, as `kustomize build` renders it):
 - every configured bucket has a worker StatefulSet and a KEDA ScaledObject; router and QA have one too;
