@@ -1,6 +1,9 @@
 """Batched greedy decoding with timestamps over a pre-allocated key/value cache.
 
-One call decodes a batch of encoded windows together:
+One call decodes a batch of encoded windows together; the windows may have been
+encoded at different lengths (each at its own bucket), their cross-attention
+keys then padded to the longest and masked, so a row attends to exactly the
+positions it would attend to alone:
 
 1. ``<|startoftranscript|>`` alone gives the no-speech probability and, unless
    the language is forced, the language of each window (restricted to the
@@ -128,14 +131,16 @@ class GreedyDecoder:
         self.ts_index = torch.arange(n_vocab) - self.tb  # timestamp index of each id (negative: not one)
         self.lang_by_id = {v: k for k, v in sp.languages.items()}
 
-    def decode(self, memory: Tensor, cache: KVCache, durations_s: list[float], stats: DecodeStats) -> list[WindowDecode]:
-        """memory (B, T, D) encoder output; cache views sized for B rows; each row's audio
-        duration (token cap, last timestamp) -> one result per row."""
-        device = memory.device
-        n = memory.shape[0]
+    def decode(self, memories: list[Tensor], cache: KVCache, durations_s: list[float],
+               stats: DecodeStats) -> list[WindowDecode]:
+        """memories: encoder outputs (B_i, T_i, D) of consecutive row groups, each encoded at its
+        own length; cache views sized for all B rows and the longest T; each row's audio duration
+        (token cap, last timestamp) -> one result per row."""
+        device = memories[0].device
+        n = sum(m.shape[0] for m in memories)
         sp = self.tok.special
         masks = (self.suppress.to(device), self.suppress_begin.to(device), self.ts_index.to(device))
-        self.model.decoder.fill_cross_kv(memory, cache.cross_kv)
+        self._fill_cross(memories, cache)
         results = [WindowDecode() for _ in range(n)]
         sot = torch.full((n, 1), sp.sot, dtype=torch.long, device=device)
         logits = self.model.decoder(sot, cache).float()
@@ -240,6 +245,25 @@ class GreedyDecoder:
             done.append(False)
         return done
 
+    def _fill_cross(self, memories: list[Tensor], cache: KVCache) -> None:
+        """Cross keys/values of each row group; where groups differ in length, the shorter rows'
+        tail is zeroed and masked out, so a row attends to exactly what it attends to alone."""
+        full = cache.cross_kv.shape[4]
+        lengths, row = [], 0
+        for memory in memories:
+            b, t = memory.shape[0], memory.shape[1]
+            target = cache.cross_kv[:, :, row : row + b]
+            self.model.decoder.fill_cross_kv(memory, target[:, :, :, :, :t])
+            if t < full:
+                target[:, :, :, :, t:].zero_()
+            lengths += [t] * b
+            row += b
+        cache.cross_mask = None
+        if min(lengths) < full:
+            positions = torch.arange(full, device=cache.cross_kv.device)
+            limit = torch.tensor(lengths, device=positions.device)
+            cache.cross_mask = (positions[None, :] < limit[:, None])[:, None, None, :]
+
     @staticmethod
     def _compact(cache: KVCache, keep: list[int]) -> None:
         """Move live rows to the front of the cache buffers and shrink the views."""
@@ -252,3 +276,5 @@ class GreedyDecoder:
         cache.cross_kv[:, :, :n] = live_cross
         cache.self_kv = cache.self_kv[:, :, :n]
         cache.cross_kv = cache.cross_kv[:, :, :n]
+        if cache.cross_mask is not None:
+            cache.cross_mask = cache.cross_mask.index_select(0, idx)

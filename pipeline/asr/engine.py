@@ -37,7 +37,7 @@ from pipeline.asr.timing import TimedSpan, coverage, timed_spans, window_texts
 from pipeline.asr.tokenizer import WhisperTokenizer
 from pipeline.asr.transcript import BatchStats, CallTranscript, EngineStats, Segment
 from pipeline.asr.vad import SileroVad, VadOptions
-from pipeline.stages.batching import Batch, BatchBudget, plan_batches
+from pipeline.stages.batching import BatchBudget, MixedBatch, plan_mixed
 
 # Packed windows are mostly 25-30 s; shorter buckets serve each channel's last window. Both
 # layouts measured within 0.5 points WER/CER of the full 30 s context (pipeline/asr/README.md).
@@ -61,6 +61,8 @@ class EngineOptions:
         (computed) seconds; it also sizes the memory pool.
     pack_windows: join a channel's turns into windows of up to 30 s (False: one
         window per turn, the baseline packing is measured against).
+    balance_windows: even out the lengths of a channel's windows (same count) instead of
+        filling each to 30 s and leaving a short last one.
     join_gap_s: silence kept between two speech regions joined in a window.
     split_pause_s: a segment running across a join whose pause in the call is
         longer than this is split there (the other party spoke in between).
@@ -91,6 +93,7 @@ class EngineOptions:
     buckets_s: tuple[float, ...] | None = None
     vad: VadOptions = VadOptions()
     pack_windows: bool = True
+    balance_windows: bool = True
     join_gap_s: float = 0.3
     split_pause_s: float = 1.0
     max_new_tokens: int = 224
@@ -197,7 +200,8 @@ class Engine:
             t1 = time.perf_counter()
             for ch, regions in enumerate(self.vad.channel_regions(samples)):
                 stream = np.ascontiguousarray(samples[ch])
-                for packed in pack_regions(regions, self.opts.vad.max_window_s, self.opts.join_gap_s):
+                for packed in pack_regions(regions, self.opts.vad.max_window_s, self.opts.join_gap_s,
+                                           self.opts.balance_windows):
                     turns = [packed] if self.opts.pack_windows else packed.unpacked()
                     windows += [_Window(i, ch, w, stream) for w in turns]
             timings[i]["resample_s"] += t1 - t0
@@ -249,42 +253,41 @@ class Engine:
                 timings[item.call]["asr_s"] += wall_s * item.duration_s / max(batch.audio_s, 1e-9)
         return decoded
 
-    def _plan(self, windows: list[_Window]) -> list[Batch[_Window]]:
-        """Budgeted batches, split further where a batch exceeds its bucket's pool shape."""
-        planned = []
-        for batch in plan_batches(windows, self.budget, self.buckets_s):
-            cap = self.pool.capacity(batch.padded_s)
-            for start in range(0, len(batch.items), cap):
-                planned.append(Batch(batch.items[start : start + cap], batch.padded_s))
-        return planned
+    def _plan(self, windows: list[_Window]) -> list[MixedBatch[_Window]]:
+        """Longest first; each window encoded at its own bucket, a batch decoded together,
+        at most as many windows as the pool holds for the batch's longest bucket."""
+        return plan_mixed(windows, self.budget, self.buckets_s, self.pool.capacity)
 
     @torch.inference_mode()
-    def _run_batch(self, batch: Batch[_Window]) -> tuple[list[WindowDecode], BatchStats, float]:
-        bucket_s, n = batch.padded_s, len(batch.items)
-        shape = self.pool.shapes[bucket_s]
+    def _run_batch(self, batch: MixedBatch[_Window]) -> tuple[list[WindowDecode], BatchStats, float]:
+        n = len(batch.items)
         t0 = time.perf_counter()
-        audio = self.pool.audio(bucket_s, n)
-        for row, item in enumerate(batch.items):
-            for p in item.packed.pieces:
-                audio[row, p.dst_start : p.dst_end] = torch.from_numpy(item.stream[p.src_start : p.src_end])
-        mel = self.mel(audio, shape.mel_frames).to(self.model.dtype)
-        memory = self.model.encoder(mel)
+        memories = [self._encode(bucket_s, [batch.items[i] for i in rows]) for bucket_s, rows in batch.groups()]
         self.device.synchronize()
         t1 = time.perf_counter()
         dstats = DecodeStats()
-        results = self.decoder.decode(memory, self.pool.kv_cache(bucket_s, n),
+        results = self.decoder.decode(memories, self.pool.kv_cache(batch.padded_s, n),
                                       [item.duration_s for item in batch.items], dstats)
         self.device.synchronize()
         t2 = time.perf_counter()
         mem = self.device.memory_bytes()
         stats = BatchStats(
-            items=n, bucket_s=bucket_s, audio_s=batch.audio_s, computed_s=batch.computed_s,
+            items=n, bucket_s=batch.padded_s, audio_s=batch.audio_s, computed_s=batch.computed_s,
             speech_s=sum(item.packed.speech_s for item in batch.items),
             encode_s=t1 - t0, decode_s=t2 - t1, decode_steps=dstats.steps,
             decode_row_steps=dstats.row_steps, compactions=dstats.compactions,
             memory_allocated_bytes=mem["allocated"], memory_reserved_bytes=mem["reserved"],
             memory_peak_bytes=mem["peak"])
         return results, stats, t2 - t0
+
+    def _encode(self, bucket_s: float, items: list[_Window]) -> torch.Tensor:
+        """Windows padded to one bucket -> encoder output (n, T, D)."""
+        audio = self.pool.audio(bucket_s, len(items))
+        for row, item in enumerate(items):
+            for p in item.packed.pieces:
+                audio[row, p.dst_start : p.dst_end] = torch.from_numpy(item.stream[p.src_start : p.src_end])
+        mel = self.mel(audio, self.pool.shapes[bucket_s].mel_frames).to(self.model.dtype)
+        return self.model.encoder(mel)
 
     def _text(self, tokens: list[int], language: str) -> str:
         text = self.tokenizer.decode(tokens)

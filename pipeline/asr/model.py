@@ -43,11 +43,14 @@ class KVCache:
 
     self_kv: (layers, 2, B, H, L_max, Dh) keys/values of generated tokens.
     cross_kv: (layers, 2, B, H, T, Dh) keys/values of the encoder output.
+    cross_mask: (B, 1, 1, T) True where a row has encoder output, when rows were
+        encoded at different lengths (None: every row fills all T positions).
     length: tokens already written into ``self_kv``.
     """
 
     self_kv: Tensor
     cross_kv: Tensor
+    cross_mask: Tensor | None = None
     length: int = 0
 
 
@@ -105,9 +108,10 @@ class MultiHeadAttention(nn.Module):
         y = F.scaled_dot_product_attention(self._heads(q), keys, values, attn_mask=mask)
         return self.out(self._merge(y))
 
-    def forward_cross(self, x: Tensor, kv: Tensor) -> Tensor:
-        """Cross-attention of x (B, L, D) over cached encoder keys/values kv (2, B, H, T, Dh)."""
-        y = F.scaled_dot_product_attention(self._heads(self.q(x)), kv[0], kv[1])
+    def forward_cross(self, x: Tensor, kv: Tensor, mask: Tensor | None = None) -> Tensor:
+        """Cross-attention of x (B, L, D) over cached encoder keys/values kv (2, B, H, T, Dh);
+        mask (B, 1, 1, T) hides positions past a row's own encoder length."""
+        y = F.scaled_dot_product_attention(self._heads(self.q(x)), kv[0], kv[1], attn_mask=mask)
         return self.out(self._merge(y))
 
 
@@ -144,9 +148,10 @@ class DecoderBlock(nn.Module):
         self.mlp_ln = nn.LayerNorm(d_model)
         self.mlp = MLP(d_model)
 
-    def forward(self, x: Tensor, self_kv: Tensor, cross_kv: Tensor, start: int) -> Tensor:
+    def forward(self, x: Tensor, self_kv: Tensor, cross_kv: Tensor, start: int,
+                cross_mask: Tensor | None = None) -> Tensor:
         x = x + self.attn.forward_cached(self.attn_ln(x), self_kv, start)
-        x = x + self.cross_attn.forward_cross(self.cross_attn_ln(x), cross_kv)
+        x = x + self.cross_attn.forward_cross(self.cross_attn_ln(x), cross_kv, cross_mask)
         return x + self.mlp(self.mlp_ln(x))
 
 
@@ -213,7 +218,7 @@ class TextDecoder(nn.Module):
         start = cache.length
         x = self.token_embedding(tokens) + self.positional[start : start + tokens.shape[1]]
         for i, block in enumerate(self.blocks):
-            x = block(x, cache.self_kv[i], cache.cross_kv[i], start)
+            x = block(x, cache.self_kv[i], cache.cross_kv[i], start, cache.cross_mask)
         cache.length = start + tokens.shape[1]
         return self.output(self.ln(x[:, -1]))
 

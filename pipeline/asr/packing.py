@@ -143,19 +143,39 @@ def _pieces(regions: list[tuple[int, int]], gap: int, max_len: int) -> list[tupl
     return spans
 
 
-def pack_regions(regions: list[tuple[int, int]], max_window_s: float = 30.0, gap_s: float = 0.3) -> list[PackedWindow]:
+def pack_regions(regions: list[tuple[int, int]], max_window_s: float = 30.0, gap_s: float = 0.3,
+                 balance: bool = True) -> list[PackedWindow]:
     """Sorted speech regions (16 kHz samples, call time) -> packed windows of at most max_window_s.
 
-    Windows fill greedily in call order; a span that would overflow the current
-    window starts the next one, so no span is ever cut except one longer than
-    the limit itself.
+    Windows fill in call order; a span that would overflow the current window starts the
+    next one, so no span is ever cut except one longer than the limit itself. With
+    ``balance``, the channel keeps the fewest windows greedy filling needs, but their
+    lengths are evened out (the smallest limit that needs no more windows): 34 s of speech
+    becomes two 17 s windows rather than 30 s and a 4 s stub, which pads badly and gives
+    the model little context.
     """
     max_len, gap = int(max_window_s * RATE), int(gap_s * RATE)
+    spans = _pieces(_split_long(sorted(regions), max_len), gap, max_len)
+    windows = _fill(spans, max_len, gap)
+    if balance and len(windows) > 1:
+        low, high = max(end - start for start, end, _ in spans), max_len
+        while low < high:  # greedy filling is exact for "does limit L need at most n windows?"
+            mid = (low + high) // 2
+            if len(_fill(spans, mid, gap)) <= len(windows):
+                high = mid
+            else:
+                low = mid + 1
+        windows = _fill(spans, low, gap)
+    return windows
+
+
+def _fill(spans: list[tuple[int, int, int]], limit: int, gap: int) -> list[PackedWindow]:
+    """Greedy in call order: windows of at most ``limit`` samples, spans joined with ``gap``."""
     windows: list[PackedWindow] = []
     current: list[Piece] = []
-    for start, end, voiced in _pieces(_split_long(sorted(regions), max_len), gap, max_len):
+    for start, end, voiced in spans:
         at = current[-1].dst_end + gap if current else 0
-        if current and at + end - start > max_len:
+        if current and at + end - start > limit:
             windows.append(PackedWindow(tuple(current)))
             current, at = [], 0
         current.append(Piece(start, end, at, voiced))

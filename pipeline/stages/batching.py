@@ -116,6 +116,70 @@ def plan_batches(
     return batches
 
 
+@dataclass(frozen=True)
+class MixedBatch(Generic[T]):
+    """Items decoded together although encoded at different lengths: ``buckets_s[i]`` is the
+    length item i is computed at; items run longest first, so equal buckets are adjacent."""
+
+    items: tuple[T, ...]
+    buckets_s: tuple[float, ...]
+
+    @property
+    def padded_s(self) -> float:
+        """The longest computed length (what the shared decoder state is sized for)."""
+        return self.buckets_s[0]
+
+    @property
+    def audio_s(self) -> float:
+        return sum(item.duration_s for item in self.items)
+
+    @property
+    def computed_s(self) -> float:
+        return sum(self.buckets_s)
+
+    def groups(self) -> list[tuple[float, range]]:
+        """(bucket, positions) of each run of equal buckets, in order."""
+        out: list[tuple[float, range]] = []
+        start = 0
+        for i in range(1, len(self.items) + 1):
+            if i == len(self.items) or self.buckets_s[i] != self.buckets_s[start]:
+                out.append((self.buckets_s[start], range(start, i)))
+                start = i
+        return out
+
+
+def plan_mixed(
+    items: Iterable[T], budget: BatchBudget, buckets_s: Sequence[float], capacity: Callable[[float], int]
+) -> list[MixedBatch[T]]:
+    """Sort longest first and cut into batches whose items keep their own buckets.
+
+    For a model whose expensive, length-dependent part (an encoder) runs per bucket and
+    whose cheap-per-row, step-bound part (a decoder) runs once per batch: fine buckets
+    waste little padding without shrinking the decoder's batches. A batch holds at most
+    ``capacity(b)`` items, b being its first (longest) item's bucket, so every item fits a
+    buffer shaped for that many items of length b; the budget's caps apply as in
+    :func:`plan_batches`, each item costing its own bucket.
+    """
+    edges = sorted(buckets_s)
+    ordered = sorted(items, key=lambda it: it.duration_s, reverse=True)
+    batches: list[MixedBatch[T]] = []
+    current: list[T] = []
+    buckets: list[float] = []
+    for item in ordered:
+        if item.duration_s < 0:
+            raise BatchPlanError(f"negative duration {item.duration_s}")
+        bucket = bucket_for(item.duration_s, edges)
+        full = current and (len(current) >= capacity(buckets[0]) or not budget.admits(len(current), sum(buckets), bucket))
+        if full:
+            batches.append(MixedBatch(tuple(current), tuple(buckets)))
+            current, buckets = [], []
+        current.append(item)
+        buckets.append(bucket)
+    if current:
+        batches.append(MixedBatch(tuple(current), tuple(buckets)))
+    return batches
+
+
 def pack_in_order(
     items: Iterable[T], budget: BatchBudget, cost: Callable[[T], float] = lambda it: it.duration_s
 ) -> Iterator[list[T]]:

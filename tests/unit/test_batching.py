@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from pipeline.stages.batching import BatchBudget, BatchPlanError, PaddingTally, bucket_for, plan_batches
+from pipeline.stages.batching import BatchBudget, BatchPlanError, PaddingTally, bucket_for, plan_batches, plan_mixed
 
 
 @dataclass(frozen=True)
@@ -74,3 +74,28 @@ def test_item_longer_than_largest_bucket_is_an_error():
     with pytest.raises(BatchPlanError):
         bucket_for(31, (10, 20, 30))
     assert bucket_for(30, (10, 20, 30)) == 30 and bucket_for(10.0000000001, (10, 20, 30)) == 10
+
+
+def test_mixed_plan_keeps_each_items_bucket_longest_first():
+    budget = BatchBudget(max_items=4, max_audio_s=100)
+    plan = plan_mixed(items(3, 25, 18, 4, 29, 9, 12), budget, (10, 20, 30), budget.items_for)
+    # capacity(30) = 3 rows (100 s / 30 s); the next batch starts at 20 s and holds 4
+    assert [[i.duration_s for i in b.items] for b in plan] == [[29, 25, 18], [12, 9, 4, 3]]
+    assert [b.buckets_s for b in plan] == [(30, 30, 20), (20, 10, 10, 10)]
+    assert [b.padded_s for b in plan] == [30, 20]
+    assert plan[1].computed_s == 50 and plan[1].audio_s == 28
+    assert [(bucket, list(rows)) for bucket, rows in plan[1].groups()] == [(20, [0]), (10, [1, 2, 3])]
+
+
+def test_mixed_plan_caps_a_batch_by_its_longest_items_capacity():
+    budget = BatchBudget(max_items=8, max_audio_s=60)
+    # capacity(30) = 2 rows, although four 10 s items would fit the audio budget next to a 30 s one
+    plan = plan_mixed(items(28, 9, 9, 9, 9), budget, (10, 20, 30), budget.items_for)
+    assert [len(b.items) for b in plan] == [2, 3]
+    assert all(b.computed_s <= 60 for b in plan)
+
+
+def test_mixed_plan_rejects_an_item_past_the_largest_bucket():
+    budget = BatchBudget(max_items=4, max_audio_s=100)
+    with pytest.raises(BatchPlanError):
+        plan_mixed(items(31), budget, (10, 20, 30), budget.items_for)

@@ -126,3 +126,12 @@ def test_the_rest_of_a_window_keeps_its_call_times():
     assert rest.speech_s == pytest.approx(4)
     assert window.after(3.1).pieces[0].src_start == 10 * S  # in a gap: from the next piece
     assert window.after(9.0) is None
+
+
+def test_windows_are_balanced_instead_of_leaving_a_short_stub():
+    # greedy filling gives 27.6 s + a 4 s stub; balancing keeps two windows, evened out
+    spans = regions((0, 9), (20, 29), (40, 49), (60, 64))
+    assert [round(w.duration_s, 1) for w in pack_regions(spans, gap_s=0.3, balance=False)] == [27.6, 4.0]
+    windows = pack_regions(spans, gap_s=0.3)
+    assert [round(w.duration_s, 1) for w in windows] == [18.3, 13.3]
+    assert [p.src_start for w in windows for p in w.pieces] == [int(a * S) for a in (0, 20, 40, 60)]
