@@ -172,6 +172,7 @@ ReasonCode = Literal[
     "decode_failed",
     "asr_failed",
     "malformed_transcript",
+    "output_too_large",
     "internal_error",
 ]
 
