@@ -191,3 +191,23 @@ def test_hostile_arrival_events_are_dead_lettered_once_and_good_ones_still_route
     letters = dead_letters(settings, want=len(hostile))
     assert sorted((dl.original_payload, dl.reason) for dl in letters) == sorted(
         (event, "malformed_event") for event in hostile)
+
+
+def test_headers_that_lie_are_corrupt_header_and_good_files_still_route(
+        settings: Settings, router, reader, tmp_path: Path) -> None:
+    from tests import hostile_audio
+
+    client = storage_client(settings)
+    hostile = {
+        "align.wav": hostile_audio.wav_block_align_65535(tmp_path / "align.wav"),  # 64 MiB
+        "samples.flac": hostile_audio.flac_claiming_samples(tmp_path / "samples.flac"),
+        "channels.wav": hostile_audio.wav_65535_channels(tmp_path / "channels.wav"),
+    }
+    good = audio.write(tmp_path / "good.wav", 2.0, 8000)
+    for name, path in [*hostile.items(), ("good.wav", good)]:
+        client.fput_object(settings.recordings_bucket, name, str(path))
+    router()
+    letters = dead_letters(settings, want=len(hostile))
+    assert sorted((dl.original_key.split("/", 1)[1], dl.reason) for dl in letters) == sorted(
+        (name, "corrupt_header") for name in hostile)
+    assert [c.call_id for c in routed(settings, reader, want=1)] == ["good"]
