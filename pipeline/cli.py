@@ -152,11 +152,11 @@ def ingest(
         if not sep:
             raise typer.BadParameter(f"--meta expects key=value, got {item!r}")
         common[key.strip().lower()] = value.strip()
-    files = arrivals.find_recordings(paths)
-    missing = [str(f) for f in files if not f.is_file()]
+    named = arrivals.recording_names(paths)
+    missing = [str(f) for f, _ in named if not f.is_file()]
     if missing:
         raise typer.BadParameter(f"not found: {missing}")
-    recordings = arrivals.plan_uploads(files, prefix, common)
+    recordings = arrivals.plan_uploads(named, prefix, common)
     if publish_only:
         publisher = arrivals.ArrivalPublisher(cfg)
         for rec in recordings:

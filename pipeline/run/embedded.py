@@ -33,7 +33,7 @@ from pipeline.qa.model import CallQAResult
 from pipeline.stages.qa import evaluate_transcript
 from pipeline.stages.router import ArrivalRouter, Dead, Routed
 from pipeline.stages.routing import Buckets
-from pipeline.adapters.storage import ObjectStore
+from pipeline.adapters.storage import FileStore, ObjectStore
 from pipeline.stages.transcript_event import to_transcript
 
 TRANSCRIPTS, FINDINGS, DEAD_LETTERS = "transcripts.jsonl", "findings.jsonl", "dead_letters.jsonl"
@@ -46,6 +46,7 @@ class RunOptions:
     budget: BatchBudget
     max_duration_s: float = 4 * 3600.0
     metadata: dict[str, str] = field(default_factory=dict)  # e.g. roles, agent-id for every file
+    call_ids: dict[str, str] = field(default_factory=dict)  # object key -> call id (local files: the name)
 
 
 @dataclass
@@ -84,7 +85,10 @@ class EmbeddedRunner:
         done = _done_identities(self.opts.out_dir / TRANSCRIPTS)
         routed, dead = [], []
         for ref in refs:
-            payload = encode(AudioArrived(object=ref, metadata=self.opts.metadata))
+            metadata = self.opts.metadata
+            if ref.bucket == FileStore.BUCKET:  # a key is an absolute path: name the call as ingest would
+                metadata = {"call-id": self.opts.call_ids.get(ref.key) or Path(ref.key).stem, **metadata}
+            payload = encode(AudioArrived(object=ref, metadata=metadata))
             outcome = self.router.route(payload, ref.key.encode(), seen=done)
             summary.calls += 1
             if isinstance(outcome, Routed):
@@ -234,6 +238,16 @@ def _write(out: IO[bytes], event: Any, summary: RunSummary) -> None:
         summary.dead += 1
 
 
+def local_call_ids(paths: list[str]) -> dict[str, str]:
+    """Local recordings' call ids: the name below the folder given, without its extension, as
+    ``callqa ingest`` names their objects (the distributed pipeline gives the same ids)."""
+    from pipeline.adapters.publisher import recording_names
+    from pipeline.stages.routing import call_id_for
+
+    return {FileStore.ref_for(p).key: call_id_for(name, {})
+            for p, name in recording_names([Path(p) for p in paths if not p.startswith("s3://")])}
+
+
 def input_refs(paths: list[str], settings: Any) -> tuple[ObjectStore, list[ObjectRef]]:
     """Local files and folders, or one ``s3://bucket/prefix`` (listed through the configured endpoint)."""
     from pipeline.adapters.publisher import find_recordings
@@ -262,7 +276,7 @@ def run_paths(settings: Any, paths: list[str], out_dir: Path, metadata: dict[str
     qa = QAEngine.from_paths(list(settings.qa_rule_packs)) if with_qa else None
     opts = RunOptions(out_dir=out_dir, buckets=Buckets(settings.bucket_edges_s, settings.bucket_names),
                       budget=BatchBudget(max_calls, max_audio_s), max_duration_s=settings.max_duration_s,
-                      metadata=metadata)
+                      metadata=metadata, call_ids=local_call_ids(paths))
     bars: list[tqdm] = []
 
     def progress(calls: list[RoutedCall]) -> Progress:

@@ -111,3 +111,25 @@ def test_an_engine_or_qa_failure_costs_only_that_call(engine: Engine, tmp_path: 
     summary, _ = run(engine, inputs, out)  # a rerun retries the failed call and lists it once
     assert (summary.skipped_done, summary.transcribed) == (2, 0)
     assert len(lines(out / DEAD_LETTERS)) == 2
+
+
+def test_same_named_files_in_two_folders_are_two_calls(engine: Engine, tmp_path: Path) -> None:
+    from pipeline.adapters.publisher import plan_uploads, recording_names
+    from pipeline.run.embedded import local_call_ids
+
+    calls = tmp_path / "in"
+    for folder in ("a", "b"):
+        (calls / folder).mkdir(parents=True)
+    shutil.copy(SAMPLES / "sample-01-clean.wav", calls / "a" / "call.wav")
+    shutil.copy(SAMPLES / "sample-03-mis-selling.wav", calls / "b" / "call.wav")
+    # ingest keeps the folders in the object keys
+    assert [r.key for r in plan_uploads(recording_names([calls]), "", {})] == ["a/call.wav", "b/call.wav"]
+    opts = RunOptions(out_dir=tmp_path / "out", buckets=Buckets((30.0, 120.0, 600.0), ("short", "medium", "long", "xlong")),
+                      budget=BatchBudget(8, 240.0), metadata={"roles": "left=agent,right=customer"},
+                      call_ids=local_call_ids([str(calls)]))
+    summary = EmbeddedRunner(opts, FileStore(), engine, None).run(
+        [FileStore.ref_for(p) for p, _ in recording_names([calls])], lambda calls: lambda s, n: None)
+    assert summary.transcribed == 2
+    transcripts = {t["call_id"]: t for t in lines(tmp_path / "out" / TRANSCRIPTS)}
+    assert set(transcripts) == {"a/call", "b/call"}
+    assert "guarantee" in " ".join(s["text"] for s in transcripts["b/call"]["segments"]).lower()

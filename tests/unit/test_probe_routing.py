@@ -106,7 +106,7 @@ def test_roles_and_call_ids() -> None:
     assert parse_roles("mono=agent", 1) == {"0": "agent"}
     with pytest.raises(RoutingError):
         parse_roles("2=agent", 2)
-    assert call_id_for("2026/11/30/c-17.wav", {}) == "c-17"
+    assert call_id_for("2026/11/30/c-17.wav", {}) == "2026/11/30/c-17"  # unique per stored object
     assert call_id_for("x.wav", {"call-id": "abc"}) == "abc"
 
 
@@ -124,7 +124,9 @@ def test_stage_routes_dedups_and_dead_letters(tmp_path: Path) -> None:
     out = router.route(_arrival(good, roles="left=customer,right=agent", **{"agent-id": "a7"}), b"k", seen)
     assert isinstance(out, Routed)
     call = out.call
-    assert (call.call_id, call.bucket, call.channels, call.sample_rate_hz) == ("c1", "medium", 2, 8000)
+    # the key (here a path) without its extension: unique per stored object
+    assert (call.call_id, call.bucket, call.channels, call.sample_rate_hz) == (
+        str(good.resolve().with_suffix("")), "medium", 2, 8000)
     assert call.roles == {"0": "customer", "1": "agent"} and call.agent_id == "a7"
     assert abs(call.duration_s - 45.0) < 1 / 8000
     seen[out.dedup_key] = 1.0

@@ -161,3 +161,13 @@ def test_a_partition_revoked_while_paused_is_fetched_again_when_it_comes_back(wo
     worker._on_revoke(worker.consumer, tp0)  # the partition leaves meanwhile: the resume skips it
     worker._on_assign(worker.consumer, tp0)  # a member died, the partition is back
     assert worker.consumer.paused == set()
+
+
+def test_two_messages_of_one_call_id_in_a_batch_each_get_their_transcript(worker: AsrWorker) -> None:
+    worker._on_assign(worker.consumer, [TopicPartition(TOPIC, 0)])
+    a, b = routed("call"), routed("call").model_copy(update={"object": ObjectRef(bucket="b", key="other/call.wav")})
+    worker.consumer.queue += [FakeMessage(0, 0, encode(a)), FakeMessage(0, 1, encode(b))]
+    batch = worker._prefetch().result()
+    transcripts = [transcript(a), transcript(b)]
+    assert worker._commit(batch, transcripts)
+    assert [v for _, v in worker.producer.produced] == [encode(t) for t in transcripts]
