@@ -37,6 +37,9 @@ def main(
 def settings() -> Settings:
     loaded = load_settings()
     configure_logging(loaded.log_format, loaded.log_level)
+    from pipeline.logs import get_logger
+
+    get_logger("callqa").debug("settings_loaded", settings=loaded.redacted())  # never the raw settings
     if loaded.metrics_port:
         from prometheus_client import start_http_server
 

@@ -116,6 +116,13 @@ class ModelInfo(Contract):
     version: str
 
 
+class PIISpan(Contract):
+    type: str
+    role: Role
+    start_s: float
+    end_s: float
+
+
 class Transcript(Event):
     """The transcript of one call, per channel and role, in call time."""
 
@@ -130,6 +137,9 @@ class Transcript(Event):
     timings: dict[str, float] = Field(default_factory=dict, description="stage -> seconds")
     metadata: dict[str, str] = Field(default_factory=dict)
     produced_at: datetime = Field(default_factory=utc_now)
+    # Since 1.1: the worker publishes transcripts PII-redacted; these are the spans it masked.
+    redacted: bool = False
+    pii: list[PIISpan] = Field(default_factory=list)
 
 
 class QAFinding(Contract):
@@ -143,13 +153,6 @@ class QAFinding(Contract):
     end_s: float | None = None
     evidence: str = ""
     message: str = ""
-
-
-class PIISpan(Contract):
-    type: str
-    role: Role
-    start_s: float
-    end_s: float
 
 
 class QAResult(Event):

@@ -31,6 +31,7 @@ from pipeline.adapters.fetch import Failed, Fetcher, Ready
 from pipeline.qa import QAEngine, write_report
 from pipeline.qa.model import CallQAResult
 from pipeline.stages.qa import evaluate_transcript
+from pipeline.stages.redaction import redact_transcript
 from pipeline.stages.router import ArrivalRouter, Dead, Routed
 from pipeline.stages.routing import Buckets
 from pipeline.adapters.storage import FileStore, ObjectStore
@@ -143,7 +144,7 @@ class EmbeddedRunner:
                     letters.add(outcome)  # the transcript is still kept, as on asr.transcripts
                 else:
                     _write(f_out, outcome, summary)
-            _write(t_out, transcript, summary)
+            _write(t_out, redact_transcript(transcript), summary)  # no clear-text PII at rest
             summary.transcribed += 1
             summary.audio_s += r.call.duration_s
 

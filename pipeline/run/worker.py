@@ -35,6 +35,7 @@ from pipeline.events import DeadLetter, RoutedCall, SourcePosition, Transcript, 
 from pipeline.adapters.fetch import Failed, Fetcher, Ready
 from pipeline.logs import get_logger
 from pipeline.adapters.storage import MinioStore, storage_client
+from pipeline.stages.redaction import redact_transcript
 from pipeline.stages.sizes import MessageLimits, too_large_letter
 from pipeline.stages.transcript_event import to_transcript
 from pipeline.run.worker_metrics import WorkerMetrics
@@ -303,10 +304,13 @@ class AsrWorker:
                         partition=failed.tag.partition(), offset=failed.tag.offset())
         return True
 
-    def _produce_transcript(self, ready: Ready, t: Transcript, batch: _Prepared) -> None:
+    def _produce_transcript(self, ready: Ready, raw: Transcript, batch: _Prepared) -> None:
+        t = redact_transcript(raw)  # no clear-text PII on asr.transcripts
         key, value = t.call_id.encode(), encode(t)
         if self.limits.fits("asr.transcripts", key, value):
             self.producer.produce(self.output_topic, key=key, value=value)
+            if self.settings.publish_raw_transcripts and self.limits.fits("asr.transcripts.raw", key, encode(raw)):
+                self.producer.produce(self.settings.topic("asr.transcripts.raw"), key=key, value=encode(raw))
             return
         msg = ready.tag
         batch.failed.append(Failed(msg, too_large_letter(
