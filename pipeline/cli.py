@@ -281,8 +281,10 @@ def run_cmd(
     from pipeline.run.embedded import run_paths
 
     cfg = settings()
-    run_paths(cfg, paths, out, {k: v for k, v in {"roles": roles, "agent-id": agent_id}.items() if v},
-              load_engine(cfg, device), max_calls, max_audio_s, qa)
+    summary = run_paths(cfg, paths, out, {k: v for k, v in {"roles": roles, "agent-id": agent_id}.items() if v},
+                        load_engine(cfg, device), max_calls, max_audio_s, qa)
+    for line in summary.repaired:
+        typer.echo(f"repaired {line}", err=True)
     typer.echo((out / "summary.txt").read_text())
     typer.echo(f"outputs in {out}/ (transcripts.jsonl, findings.jsonl, dead_letters.jsonl, report.html)")
 

@@ -16,6 +16,7 @@ step's reason) and the run goes on, as in the distributed pipeline.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -61,6 +62,7 @@ class RunSummary:
     speech_s: float = 0.0  # voiced seconds the engine computed on
     padded_s: float = 0.0  # seconds the engine computed (windows padded to their bucket)
     reasons: dict[str, int] = field(default_factory=dict)
+    repaired: list[str] = field(default_factory=list)  # what was fixed in the outputs of a crashed run
 
     @property
     def padding_efficiency(self) -> float:
@@ -104,6 +106,11 @@ class EmbeddedRunner:
         started = time.perf_counter()
         summary = RunSummary()
         self.opts.out_dir.mkdir(parents=True, exist_ok=True)
+        for name in (TRANSCRIPTS, FINDINGS, DEAD_LETTERS):  # a crash mid-line leaves a partial last line
+            dropped = repair_tail(self.opts.out_dir / name)
+            if dropped:
+                summary.repaired.append(f"{name}: dropped an incomplete last line ({dropped} bytes) left by "
+                                        f"an interrupted run; that call is processed again")
         routed, dead = self.route_all(refs, summary)
         on_done = progress(routed)
         with _open(self.opts.out_dir / TRANSCRIPTS) as t_out, _open(self.opts.out_dir / FINDINGS) as f_out, \
@@ -194,6 +201,7 @@ def render_summary(summary: RunSummary, results: list[CallQAResult], dead: list[
         for r in scores[:10]:
             rules = ", ".join(sorted({f.rule_id for f in r.findings})) or "clean"
             lines.append(f"  {r.score:5.1f}  {r.call_id}  {rules}")
+    lines += [f"repaired {line}" for line in summary.repaired]
     if dead:
         lines.append("not processed:")
         lines += [f"  {d.original_key}: {d.reason} ({d.message})" for d in dead]
@@ -232,9 +240,28 @@ class _DeadLetters:
             _write(self.out, letter, self.summary)
 
 
+def repair_tail(path: Path) -> int:
+    """Cut an incomplete last line (no newline: the process died while writing it).
+    Returns the bytes dropped. Complete lines are whole events: each is one write, then fsync."""
+    if not path.exists() or path.stat().st_size == 0:
+        return 0
+    with open(path, "rb+") as f:
+        f.seek(0, os.SEEK_END)
+        size = f.tell()
+        f.seek(max(0, size - 1))
+        if f.read(1) == b"\n":
+            return 0
+        data_end = path.read_bytes().rfind(b"\n") + 1
+        f.truncate(data_end)
+        f.flush()
+        os.fsync(f.fileno())
+        return size - data_end
+
+
 def _write(out: IO[bytes], event: Any, summary: RunSummary) -> None:
-    out.write(encode(event) + b"\n")
+    out.write(encode(event) + b"\n")  # one line per event, synced: a crash leaves at most a partial tail
     out.flush()
+    os.fsync(out.fileno())
     if isinstance(event, DeadLetter):
         summary.dead += 1
 

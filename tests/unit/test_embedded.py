@@ -133,3 +133,24 @@ def test_same_named_files_in_two_folders_are_two_calls(engine: Engine, tmp_path:
     transcripts = {t["call_id"]: t for t in lines(tmp_path / "out" / TRANSCRIPTS)}
     assert set(transcripts) == {"a/call", "b/call"}
     assert "guarantee" in " ".join(s["text"] for s in transcripts["b/call"]["segments"]).lower()
+
+
+def test_a_partial_last_line_from_a_crash_is_repaired_and_said(engine: Engine, tmp_path: Path) -> None:
+    calls = tmp_path / "in"
+    calls.mkdir()
+    for name in ("sample-01-clean.wav", "sample-02-no-notice.wav"):
+        shutil.copy(SAMPLES / name, calls / name)
+    out = tmp_path / "out"
+    inputs = sorted(calls.iterdir())
+    run(engine, inputs[:1], out)
+    whole = (out / TRANSCRIPTS).read_bytes()
+    # killed while writing the second call's lines: half a transcript line, half a findings line
+    (out / TRANSCRIPTS).write_bytes(whole + whole[: len(whole) // 2])
+    with open(out / FINDINGS, "ab") as f:
+        f.write(b'{"call_id": "sample-02-no-not')
+    summary, _ = run(engine, inputs, out)
+    assert (summary.skipped_done, summary.transcribed) == (1, 1)
+    assert [r.split(":")[0] for r in summary.repaired] == [TRANSCRIPTS, FINDINGS]
+    assert sorted(t["call_id"] for t in lines(out / TRANSCRIPTS)) == ["sample-01-clean", "sample-02-no-notice"]
+    assert len(lines(out / FINDINGS)) == 2
+    assert "repaired transcripts.jsonl: dropped an incomplete last line" in (out / "summary.txt").read_text()
