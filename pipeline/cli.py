@@ -101,6 +101,9 @@ def topics_apply() -> None:
     for change in changes:
         mark = "applied" if change.applicable else "NOT APPLIED (manual step)"
         typer.echo(f"{change.topic}: {change.action} {change.detail} [{mark}]")
+    if any(not c.applicable for c in changes):
+        typer.echo("the cluster still differs from the catalog (see NOT APPLIED above)", err=True)
+        raise typer.Exit(1)
 
 
 @topics_app.command("describe")
@@ -276,6 +279,8 @@ def run_cmd(
     max_calls: Annotated[int, typer.Option(help="Calls per batch.")] = 16,
     max_audio_s: Annotated[float, typer.Option(help="Audio seconds per batch.")] = 600.0,
     qa: Annotated[bool, typer.Option(help="Run the compliance rules too.")] = True,
+    allow_dead_letters: Annotated[bool, typer.Option(
+        help="Exit 0 even when some inputs could not be processed (listed in dead_letters.jsonl).")] = False,
 ) -> None:
     """Embedded mode: transcribe and check recordings in this process (no broker, no object store)."""
     from pipeline.run.embedded import run_paths
@@ -287,6 +292,11 @@ def run_cmd(
         typer.echo(f"repaired {line}", err=True)
     typer.echo((out / "summary.txt").read_text())
     typer.echo(f"outputs in {out}/ (transcripts.jsonl, findings.jsonl, dead_letters.jsonl, report.html)")
+    failed = sum(summary.reasons.values())
+    if failed and not allow_dead_letters:
+        typer.echo(f"{failed} input(s) not processed (see dead_letters.jsonl; --allow-dead-letters to exit 0)",
+                   err=True)
+        raise typer.Exit(3)
 
 
 @app.command("pipeline")

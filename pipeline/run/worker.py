@@ -338,10 +338,16 @@ class AsrWorker:
                 log.warning("transaction_abort_failed", error=str(abort_exc))
                 self._new_producer()
         self.pending.clear()
-        assignment = self.consumer.assignment()
-        if assignment:
-            for tp in self.consumer.committed(assignment, timeout=30):
-                self.consumer.seek(TopicPartition(tp.topic, tp.partition, max(tp.offset, 0)))
+        while not self.stopping.is_set():  # the broker may still be down: keep trying, never crash
+            try:
+                assignment = self.consumer.assignment()
+                if assignment:
+                    for tp in self.consumer.committed(assignment, timeout=30):
+                        self.consumer.seek(TopicPartition(tp.topic, tp.partition, max(tp.offset, 0)))
+                return
+            except KafkaException as rewind_exc:
+                log.warning("rewind_failed", error=str(rewind_exc))
+                self.stopping.wait(1.0)
 
     def _close(self) -> None:
         self.fetcher.close()

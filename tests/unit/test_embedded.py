@@ -154,3 +154,18 @@ def test_a_partial_last_line_from_a_crash_is_repaired_and_said(engine: Engine, t
     assert sorted(t["call_id"] for t in lines(out / TRANSCRIPTS)) == ["sample-01-clean", "sample-02-no-notice"]
     assert len(lines(out / FINDINGS)) == 2
     assert "repaired transcripts.jsonl: dropped an incomplete last line" in (out / "summary.txt").read_text()
+
+
+def test_callqa_run_exits_non_zero_when_an_input_was_dead_lettered(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from pipeline.cli import app
+
+    calls = tmp_path / "in"
+    calls.mkdir()
+    (calls / "broken.wav").write_bytes(b"RIFF\x10\x00\x00\x00WAVEnonsense")
+    args = ["run", str(calls), "--out", str(tmp_path / "out"), "--device", "cpu", "--no-qa"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 3, result.output
+    assert "1 input(s) not processed" in result.output
+    assert CliRunner().invoke(app, [*args, "--allow-dead-letters"]).exit_code == 0

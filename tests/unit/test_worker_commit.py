@@ -172,3 +172,23 @@ def test_two_messages_of_one_call_id_in_a_batch_each_get_their_transcript(worker
     transcripts = [transcript(a), transcript(b)]
     assert worker._commit(batch, transcripts)
     assert [v for _, v in worker.producer.produced] == [encode(redact_transcript(t)) for t in transcripts]
+
+
+def test_a_rewind_survives_a_broker_that_is_still_down(worker: AsrWorker) -> None:
+    from confluent_kafka import KafkaError, KafkaException
+
+    calls = {"committed": 0}
+    seeks: list[tuple[int, int]] = []
+
+    def committed(partitions, timeout):  # noqa: ANN001, ANN202 - down for the first two tries
+        calls["committed"] += 1
+        if calls["committed"] <= 2:
+            raise KafkaException(KafkaError(KafkaError._TRANSPORT, "broker down"))
+        return [TopicPartition(TOPIC, 0, 7)]
+
+    worker.consumer.assignment = lambda: [TopicPartition(TOPIC, 0)]  # type: ignore[attr-defined]
+    worker.consumer.committed = committed  # type: ignore[attr-defined]
+    worker.consumer.seek = lambda tp: seeks.append((tp.partition, tp.offset))  # type: ignore[attr-defined]
+    worker.producer.abort_transaction = lambda timeout: None  # type: ignore[attr-defined]
+    worker._recover(KafkaException(KafkaError(KafkaError._TRANSPORT, "commit failed", txn_requires_abort=True)))
+    assert seeks == [(0, 7)] and calls["committed"] == 3
