@@ -157,15 +157,16 @@ def test_a_partial_last_line_from_a_crash_is_repaired_and_said(engine: Engine, t
 
 
 def test_callqa_run_exits_non_zero_when_an_input_was_dead_lettered(tmp_path: Path) -> None:
-    from typer.testing import CliRunner
-
-    from pipeline.cli import app
+    import subprocess
+    import sys
 
     calls = tmp_path / "in"
     calls.mkdir()
     (calls / "broken.wav").write_bytes(b"RIFF\x10\x00\x00\x00WAVEnonsense")
-    args = ["run", str(calls), "--out", str(tmp_path / "out"), "--device", "cpu", "--no-qa"]
-    result = CliRunner().invoke(app, args)
-    assert result.exit_code == 3, result.output
-    assert "1 input(s) not processed" in result.output
-    assert CliRunner().invoke(app, [*args, "--allow-dead-letters"]).exit_code == 0
+    args = [sys.executable, "-m", "pipeline.cli", "run", str(calls), "--out", str(tmp_path / "out"),
+            "--device", "cpu", "--no-qa"]
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run(args, cwd=root, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "1 input(s) not processed" in result.stderr
+    assert subprocess.run([*args, "--allow-dead-letters"], cwd=root, capture_output=True, timeout=300).returncode == 0
