@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,9 @@ def server(tmp_path: Path):
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)",
                              f"-Dlog4j2.configurationFile={state}/kafka/log4j2.properties", str(state / "kafka")],
                             start_new_session=True)
+    deadline = time.monotonic() + 10  # until the child has exec'd (before, /proc shows the parent's command line)
+    while b"time.sleep" not in Path(f"/proc/{proc.pid}/cmdline").read_bytes() and time.monotonic() < deadline:
+        time.sleep(0.01)
     yield state, proc
     if proc.poll() is None:
         proc.kill()
