@@ -37,6 +37,9 @@ def main(
 def settings() -> Settings:
     loaded = load_settings()
     configure_logging(loaded.log_format, loaded.log_level)
+    from pipeline.logs import get_logger
+
+    get_logger("callqa").debug("settings_loaded", settings=loaded.redacted())  # never the raw settings
     if loaded.metrics_port:
         from prometheus_client import start_http_server
 
@@ -98,6 +101,9 @@ def topics_apply() -> None:
     for change in changes:
         mark = "applied" if change.applicable else "NOT APPLIED (manual step)"
         typer.echo(f"{change.topic}: {change.action} {change.detail} [{mark}]")
+    if any(not c.applicable for c in changes):
+        typer.echo("the cluster still differs from the catalog (see NOT APPLIED above)", err=True)
+        raise typer.Exit(1)
 
 
 @topics_app.command("describe")
@@ -152,11 +158,11 @@ def ingest(
         if not sep:
             raise typer.BadParameter(f"--meta expects key=value, got {item!r}")
         common[key.strip().lower()] = value.strip()
-    files = arrivals.find_recordings(paths)
-    missing = [str(f) for f in files if not f.is_file()]
+    named = arrivals.recording_names(paths)
+    missing = [str(f) for f, _ in named if not f.is_file()]
     if missing:
         raise typer.BadParameter(f"not found: {missing}")
-    recordings = arrivals.plan_uploads(files, prefix, common)
+    recordings = arrivals.plan_uploads(named, prefix, common)
     if publish_only:
         publisher = arrivals.ArrivalPublisher(cfg)
         for rec in recordings:
@@ -273,15 +279,24 @@ def run_cmd(
     max_calls: Annotated[int, typer.Option(help="Calls per batch.")] = 16,
     max_audio_s: Annotated[float, typer.Option(help="Audio seconds per batch.")] = 600.0,
     qa: Annotated[bool, typer.Option(help="Run the compliance rules too.")] = True,
+    allow_dead_letters: Annotated[bool, typer.Option(
+        help="Exit 0 even when some inputs could not be processed (listed in dead_letters.jsonl).")] = False,
 ) -> None:
     """Embedded mode: transcribe and check recordings in this process (no broker, no object store)."""
     from pipeline.run.embedded import run_paths
 
     cfg = settings()
-    run_paths(cfg, paths, out, {k: v for k, v in {"roles": roles, "agent-id": agent_id}.items() if v},
-              load_engine(cfg, device), max_calls, max_audio_s, qa)
+    summary = run_paths(cfg, paths, out, {k: v for k, v in {"roles": roles, "agent-id": agent_id}.items() if v},
+                        load_engine(cfg, device), max_calls, max_audio_s, qa)
+    for line in summary.repaired:
+        typer.echo(f"repaired {line}", err=True)
     typer.echo((out / "summary.txt").read_text())
     typer.echo(f"outputs in {out}/ (transcripts.jsonl, findings.jsonl, dead_letters.jsonl, report.html)")
+    failed = sum(summary.reasons.values())
+    if failed and not allow_dead_letters:
+        typer.echo(f"{failed} input(s) not processed (see dead_letters.jsonl; --allow-dead-letters to exit 0)",
+                   err=True)
+        raise typer.Exit(3)
 
 
 @app.command("pipeline")

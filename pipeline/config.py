@@ -9,6 +9,7 @@ Nothing else in the package reads the environment.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,10 @@ class Settings(BaseSettings):
     asr_model: str = "whisper-base"
     asr_language: str | None = None  # None: detect per channel
     asr_threads: int | None = None
+
+    # Transcripts are published PII-redacted. Raw text only where an operator turns this on,
+    # and then only onto asr.transcripts.raw (short retention, see topics/catalog.yaml).
+    publish_raw_transcripts: bool = False
 
     # QA rule packs added to the default pack (files or folders of YAML)
     qa_rule_packs: tuple[Path, ...] = ()
@@ -106,13 +111,21 @@ class Settings(BaseSettings):
         return {"bootstrap.servers": self.kafka_bootstrap, **self.kafka_config}
 
     def redacted(self) -> dict[str, Any]:
-        """A loggable view: secrets masked."""
-        data = self.model_dump(mode="json")
-        data["s3_secret_key"] = "***"
-        data["kafka_config"] = {
-            k: ("***" if "password" in k or "secret" in k else v) for k, v in self.kafka_config.items()
-        }
-        return data
+        """A loggable view: every secret masked (the only form settings may be logged in)."""
+        return _mask_secrets(self.model_dump(mode="json"))
+
+
+# Keys whose values are secrets, at any depth: passwords, secrets, private keys, SASL/OAuth configs.
+_SECRET_KEY = re.compile(r"password|secret|ssl\.key\.pem|sasl\.oauthbearer\.config|sasl\.jaas|token|credential",
+                         re.IGNORECASE)
+
+
+def _mask_secrets(data: Any) -> Any:
+    if isinstance(data, dict):
+        return {k: "***" if _SECRET_KEY.search(str(k)) else _mask_secrets(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_mask_secrets(v) for v in data]
+    return data
 
 
 class _FileSource(PydanticBaseSettingsSource):
@@ -163,8 +176,14 @@ def read_env_file(path: Path) -> dict[str, str]:
 
 
 def write_env_file(path: Path, values: dict[str, str]) -> None:
+    """Written owner-only (0600) from the first byte: it holds the storage secret."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(f"CALLQA_{k.upper()}={v}\n" for k, v in values.items()))
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write("".join(f"CALLQA_{k.upper()}={v}\n" for k, v in values.items()))
+    os.replace(tmp, path)
 
 
 def load_settings(**overrides: Any) -> Settings:

@@ -15,7 +15,7 @@ from typing import Any, Literal, TypeVar
 from urllib.parse import unquote_plus
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, model_validator
 
 from pipeline.errors import DecodeError, SkipEvent
 
@@ -33,15 +33,28 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-class Event(BaseModel):
+class Contract(BaseModel):
+    """A model on the wire. Strict when written (unknown fields raise); a reader passes
+    ``context={"ignore_unknown": True}`` and fields it does not know are dropped, at any depth,
+    so a newer minor version (which may only add optional fields) still reads."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_unknown(cls, data: Any, info: ValidationInfo) -> Any:
+        if isinstance(data, dict) and info.context and info.context.get("ignore_unknown"):
+            return {k: v for k, v in data.items() if k in cls.model_fields}
+        return data
+
+
+class Event(Contract):
     schema_version: str = SCHEMA_VERSION
 
 
-class ObjectRef(BaseModel):
+class ObjectRef(Contract):
     """One version of one stored object."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
     bucket: str
     key: str
     version_id: str | None = None
@@ -65,8 +78,7 @@ class AudioArrived(Event):
     source: Literal["minio", "upstream"] = "upstream"
 
 
-class SourcePosition(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class SourcePosition(Contract):
     topic: str
     partition: int
     offset: int
@@ -91,8 +103,7 @@ class RoutedCall(Event):
     routed_at: datetime = Field(default_factory=utc_now)
 
 
-class Segment(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class Segment(Contract):
     role: Role
     channel: int = Field(ge=0)
     start_s: float = Field(ge=0)
@@ -100,10 +111,16 @@ class Segment(BaseModel):
     text: str
 
 
-class ModelInfo(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class ModelInfo(Contract):
     name: str
     version: str
+
+
+class PIISpan(Contract):
+    type: str
+    role: Role
+    start_s: float
+    end_s: float
 
 
 class Transcript(Event):
@@ -120,12 +137,14 @@ class Transcript(Event):
     timings: dict[str, float] = Field(default_factory=dict, description="stage -> seconds")
     metadata: dict[str, str] = Field(default_factory=dict)
     produced_at: datetime = Field(default_factory=utc_now)
+    # Since 1.1: the worker publishes transcripts PII-redacted; these are the spans it masked.
+    redacted: bool = False
+    pii: list[PIISpan] = Field(default_factory=list)
 
 
-class QAFinding(BaseModel):
+class QAFinding(Contract):
     """One rule's verdict on one stretch of a call. Evidence is already redacted."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
     rule_id: str
     kind: str
     severity: Literal["info", "low", "medium", "high", "critical"]
@@ -134,14 +153,6 @@ class QAFinding(BaseModel):
     end_s: float | None = None
     evidence: str = ""
     message: str = ""
-
-
-class PIISpan(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    type: str
-    role: Role
-    start_s: float
-    end_s: float
 
 
 class QAResult(Event):
@@ -172,6 +183,7 @@ ReasonCode = Literal[
     "decode_failed",
     "asr_failed",
     "malformed_transcript",
+    "output_too_large",
     "internal_error",
 ]
 
@@ -234,14 +246,17 @@ def _check_version(data: dict[str, Any], model: type[Event]) -> None:
         )
 
 
-def decode(payload: bytes | str, model: type[E]) -> E:
-    """Decode one event; raise DecodeError naming the field and the problem."""
+def decode(payload: bytes | str, model: type[E], *, strict: bool = False) -> E:
+    """Decode one event; raise DecodeError naming the field and the problem.
+
+    Readers ignore fields they do not know (a newer minor version); ``strict`` refuses them,
+    for tests that check what a writer produced."""
     data = _loads(payload)
     if not isinstance(data, dict):
         raise DecodeError(f"{model.__name__}: expected a JSON object, got {type(data).__name__}")
     _check_version(data, model)
     try:
-        return model.model_validate(data)
+        return model.model_validate(data, context=None if strict else {"ignore_unknown": True})
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}" for err in exc.errors()

@@ -7,12 +7,16 @@ from pathlib import Path
 import faust
 from faust.transport.consumer import TopicPartitionGroup
 
+from pipeline.catalog import load_catalog
 from pipeline.config import Settings
+from pipeline.stages.sizes import MessageLimits
 
 
 def create_faust_app(settings: Settings, app_id: str, topic_partitions: int | None = None) -> faust.App:
     datadir = Path(settings.state_dir).resolve() / "faust" / app_id
     datadir.mkdir(parents=True, exist_ok=True)
+    limits = MessageLimits.from_catalog(load_catalog(settings.bucket_names))
+    largest = limits.producer_max_bytes(limits.by_topic)
     return faust.App(
         app_id,
         broker=f"kafka://{settings.kafka_bootstrap}",
@@ -25,6 +29,9 @@ def create_faust_app(settings: Settings, app_id: str, topic_partitions: int | No
         broker_commit_livelock_soft_timeout=60.0,
         broker_session_timeout=20.0,  # a killed member's partitions move on after 20 s, not 60
         consumer_auto_offset_reset="earliest",
+        # the catalog's limits, not aiokafka's 1 MB: a refused send would fail the event
+        producer_max_request_size=largest,
+        consumer_max_fetch_size=largest,
         **({"topic_partitions": topic_partitions} if topic_partitions else {}),
     )
 

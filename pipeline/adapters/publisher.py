@@ -77,21 +77,25 @@ class Recording:
 
 def find_recordings(paths: Iterable[Path]) -> list[Path]:
     """Files given, and audio files found recursively under folders given, in a stable order."""
-    found: list[Path] = []
+    return [path for path, _ in recording_names(paths)]
+
+
+def recording_names(paths: Iterable[Path]) -> list[tuple[Path, str]]:
+    """Each recording with its name: the path below the folder it was found in (a file given
+    alone: its file name). Folders are kept, so ``a/call.wav`` and ``b/call.wav`` stay two calls."""
+    found: list[tuple[Path, str]] = []
     for path in paths:
         if path.is_dir():
-            found.extend(sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in AUDIO_SUFFIXES))
+            found.extend((p, p.relative_to(path).as_posix()) for p in sorted(path.rglob("*"))
+                         if p.is_file() and p.suffix.lower() in AUDIO_SUFFIXES)
         else:
-            found.append(path)
+            found.append((path, path.name))
     return found
 
 
-def plan_uploads(files: list[Path], prefix: str, common: dict[str, str]) -> list[Recording]:
-    recordings = []
-    for path in files:
-        metadata = {"call-id": path.stem, **common}
-        recordings.append(Recording(path, f"{prefix.strip('/')}/{path.name}".lstrip("/"), metadata))
-    return recordings
+def plan_uploads(named: list[tuple[Path, str]], prefix: str, common: dict[str, str]) -> list[Recording]:
+    """Object keys keep the folder structure; the call id is then the key without its extension."""
+    return [Recording(path, f"{prefix.strip('/')}/{name}".lstrip("/"), dict(common)) for path, name in named]
 
 
 def upload(client: Minio, bucket: str, recording: Recording) -> str:

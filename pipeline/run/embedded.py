@@ -16,6 +16,7 @@ step's reason) and the run goes on, as in the distributed pipeline.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -31,9 +32,10 @@ from pipeline.adapters.fetch import Failed, Fetcher, Ready
 from pipeline.qa import QAEngine, write_report
 from pipeline.qa.model import CallQAResult
 from pipeline.stages.qa import evaluate_transcript
+from pipeline.stages.redaction import redact_transcript
 from pipeline.stages.router import ArrivalRouter, Dead, Routed
 from pipeline.stages.routing import Buckets
-from pipeline.adapters.storage import ObjectStore
+from pipeline.adapters.storage import FileStore, ObjectStore
 from pipeline.stages.transcript_event import to_transcript
 
 TRANSCRIPTS, FINDINGS, DEAD_LETTERS = "transcripts.jsonl", "findings.jsonl", "dead_letters.jsonl"
@@ -46,6 +48,7 @@ class RunOptions:
     budget: BatchBudget
     max_duration_s: float = 4 * 3600.0
     metadata: dict[str, str] = field(default_factory=dict)  # e.g. roles, agent-id for every file
+    call_ids: dict[str, str] = field(default_factory=dict)  # object key -> call id (local files: the name)
 
 
 @dataclass
@@ -59,6 +62,7 @@ class RunSummary:
     speech_s: float = 0.0  # voiced seconds the engine computed on
     padded_s: float = 0.0  # seconds the engine computed (windows padded to their bucket)
     reasons: dict[str, int] = field(default_factory=dict)
+    repaired: list[str] = field(default_factory=list)  # what was fixed in the outputs of a crashed run
 
     @property
     def padding_efficiency(self) -> float:
@@ -84,7 +88,10 @@ class EmbeddedRunner:
         done = _done_identities(self.opts.out_dir / TRANSCRIPTS)
         routed, dead = [], []
         for ref in refs:
-            payload = encode(AudioArrived(object=ref, metadata=self.opts.metadata))
+            metadata = self.opts.metadata
+            if ref.bucket == FileStore.BUCKET:  # a key is an absolute path: name the call as ingest would
+                metadata = {"call-id": self.opts.call_ids.get(ref.key) or Path(ref.key).stem, **metadata}
+            payload = encode(AudioArrived(object=ref, metadata=metadata))
             outcome = self.router.route(payload, ref.key.encode(), seen=done)
             summary.calls += 1
             if isinstance(outcome, Routed):
@@ -99,6 +106,11 @@ class EmbeddedRunner:
         started = time.perf_counter()
         summary = RunSummary()
         self.opts.out_dir.mkdir(parents=True, exist_ok=True)
+        for name in (TRANSCRIPTS, FINDINGS, DEAD_LETTERS):  # a crash mid-line leaves a partial last line
+            dropped = repair_tail(self.opts.out_dir / name)
+            if dropped:
+                summary.repaired.append(f"{name}: dropped an incomplete last line ({dropped} bytes) left by "
+                                        f"an interrupted run; that call is processed again")
         routed, dead = self.route_all(refs, summary)
         on_done = progress(routed)
         with _open(self.opts.out_dir / TRANSCRIPTS) as t_out, _open(self.opts.out_dir / FINDINGS) as f_out, \
@@ -139,7 +151,7 @@ class EmbeddedRunner:
                     letters.add(outcome)  # the transcript is still kept, as on asr.transcripts
                 else:
                     _write(f_out, outcome, summary)
-            _write(t_out, transcript, summary)
+            _write(t_out, redact_transcript(transcript), summary)  # no clear-text PII at rest
             summary.transcribed += 1
             summary.audio_s += r.call.duration_s
 
@@ -189,6 +201,7 @@ def render_summary(summary: RunSummary, results: list[CallQAResult], dead: list[
         for r in scores[:10]:
             rules = ", ".join(sorted({f.rule_id for f in r.findings})) or "clean"
             lines.append(f"  {r.score:5.1f}  {r.call_id}  {rules}")
+    lines += [f"repaired {line}" for line in summary.repaired]
     if dead:
         lines.append("not processed:")
         lines += [f"  {d.original_key}: {d.reason} ({d.message})" for d in dead]
@@ -227,11 +240,40 @@ class _DeadLetters:
             _write(self.out, letter, self.summary)
 
 
+def repair_tail(path: Path) -> int:
+    """Cut an incomplete last line (no newline: the process died while writing it).
+    Returns the bytes dropped. Complete lines are whole events: each is one write, then fsync."""
+    if not path.exists() or path.stat().st_size == 0:
+        return 0
+    with open(path, "rb+") as f:
+        f.seek(0, os.SEEK_END)
+        size = f.tell()
+        f.seek(max(0, size - 1))
+        if f.read(1) == b"\n":
+            return 0
+        data_end = path.read_bytes().rfind(b"\n") + 1
+        f.truncate(data_end)
+        f.flush()
+        os.fsync(f.fileno())
+        return size - data_end
+
+
 def _write(out: IO[bytes], event: Any, summary: RunSummary) -> None:
-    out.write(encode(event) + b"\n")
+    out.write(encode(event) + b"\n")  # one line per event, synced: a crash leaves at most a partial tail
     out.flush()
+    os.fsync(out.fileno())
     if isinstance(event, DeadLetter):
         summary.dead += 1
+
+
+def local_call_ids(paths: list[str]) -> dict[str, str]:
+    """Local recordings' call ids: the name below the folder given, without its extension, as
+    ``callqa ingest`` names their objects (the distributed pipeline gives the same ids)."""
+    from pipeline.adapters.publisher import recording_names
+    from pipeline.stages.routing import call_id_for
+
+    return {FileStore.ref_for(p).key: call_id_for(name, {})
+            for p, name in recording_names([Path(p) for p in paths if not p.startswith("s3://")])}
 
 
 def input_refs(paths: list[str], settings: Any) -> tuple[ObjectStore, list[ObjectRef]]:
@@ -262,7 +304,7 @@ def run_paths(settings: Any, paths: list[str], out_dir: Path, metadata: dict[str
     qa = QAEngine.from_paths(list(settings.qa_rule_packs)) if with_qa else None
     opts = RunOptions(out_dir=out_dir, buckets=Buckets(settings.bucket_edges_s, settings.bucket_names),
                       budget=BatchBudget(max_calls, max_audio_s), max_duration_s=settings.max_duration_s,
-                      metadata=metadata)
+                      metadata=metadata, call_ids=local_call_ids(paths))
     bars: list[tqdm] = []
 
     def progress(calls: list[RoutedCall]) -> Progress:

@@ -17,6 +17,8 @@ from prometheus_client import Counter
 from pipeline.config import Settings
 from pipeline.events import DeadLetter, SourcePosition, encode
 from pipeline.adapters.faust_app import create_faust_app, send_in_source_transaction
+from pipeline.catalog import load_catalog
+from pipeline.stages.sizes import MessageLimits, too_large_letter
 from pipeline.logs import get_logger
 from pipeline.qa import QAEngine
 from pipeline.stages.qa import evaluate_payload
@@ -34,6 +36,7 @@ def create_app(settings: Settings, app_id: str = "callqa-qa") -> faust.App:
                             key_serializer="raw", value_serializer="raw")
     findings = app.topic(settings.topic("qa.findings"), key_serializer="raw", value_serializer="raw")
     dlq = app.topic(settings.topic("qa.dlq"), key_serializer="raw", value_serializer="raw")
+    limits = MessageLimits.from_catalog(load_catalog(settings.bucket_names))
 
     @app.agent(transcripts)
     async def evaluate(stream: faust.Stream) -> None:
@@ -45,13 +48,17 @@ def create_app(settings: Settings, app_id: str = "callqa-qa") -> faust.App:
             started = time.perf_counter()
             # Off the event loop: a heavy call must not stall heartbeats. It never raises.
             outcome = await loop.run_in_executor(None, evaluate_payload, engine, event.value, event.key, source)
+            value = encode(outcome) if not isinstance(outcome, DeadLetter) else b""
+            if value and not limits.fits("qa.findings", outcome.call_id.encode(), value):
+                outcome = too_large_letter(stage="qa", topic=findings.get_topic_name(), size_bytes=len(value),
+                                           limit_bytes=limits.limit("qa.findings"), payload=event.value,
+                                           key=event.key, source=source)
             if isinstance(outcome, DeadLetter):
                 await send_in_source_transaction(app, msg, dlq.get_topic_name(), event.key, encode(outcome))
                 DEAD.inc()
                 bound.warning("transcript_dead_lettered", reason=outcome.reason, message=outcome.message)
                 continue
-            await send_in_source_transaction(app, msg, findings.get_topic_name(), outcome.call_id.encode(),
-                                             encode(outcome))
+            await send_in_source_transaction(app, msg, findings.get_topic_name(), outcome.call_id.encode(), value)
             EVALUATED.inc()
             for f in outcome.findings:
                 FINDINGS.labels(f.rule_id, f.severity).inc()

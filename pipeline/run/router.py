@@ -29,6 +29,8 @@ from pipeline.adapters.faust_app import create_faust_app, send_in_source_transac
 from pipeline.logs import get_logger
 from pipeline.stages.router import ArrivalRouter, Dead, Routed, Skipped
 from pipeline.stages.routing import Buckets
+from pipeline.stages.sizes import MessageLimits, too_large_letter
+from pipeline.catalog import load_catalog
 from pipeline.adapters.storage import MinioStore, storage_client
 
 log = get_logger("callqa.router")
@@ -55,6 +57,7 @@ def create_app(settings: Settings, app_id: str = "callqa-router") -> faust.App:
     }
     dlq = app.topic(settings.topic("router.dlq"), key_serializer="raw", value_serializer="raw")
     seen_topic = settings.topic("router.seen")
+    limits = MessageLimits.from_catalog(load_catalog(settings.bucket_names))
     seen = load_markers(settings, seen_topic)  # identity of every routed object version → when
     router = ArrivalRouter(
         store=MinioStore(storage_client(settings)),
@@ -73,10 +76,17 @@ def create_app(settings: Settings, app_id: str = "callqa-router") -> faust.App:
             started = time.perf_counter()
             outcome = await loop.run_in_executor(None, router.route, event.value, event.key, seen, position)
             bound = log.bind(topic=msg.topic, partition=msg.partition, offset=msg.offset)
+            if isinstance(outcome, Routed):  # a RoutedCall carries the arrival's metadata: it may not fit
+                value = encode(outcome.call)
+                if not limits.fits(f"audio.bucket.{outcome.call.bucket}", outcome.call.call_id.encode(), value):
+                    outcome = Dead(too_large_letter(
+                        stage="router", topic=bucket_topics[outcome.call.bucket].get_topic_name(),
+                        size_bytes=len(value), limit_bytes=limits.limit(f"audio.bucket.{outcome.call.bucket}"),
+                        payload=event.value, key=event.key, source=position))
             if isinstance(outcome, Routed):
                 call = outcome.call
                 await send_in_source_transaction(app, msg, bucket_topics[call.bucket].get_topic_name(),
-                                                 call.call_id.encode(), encode(call), outcome.partition)
+                                                 call.call_id.encode(), value, outcome.partition)
                 seen[outcome.dedup_key] = time.time()
                 await send_in_source_transaction(app, msg, seen_topic, outcome.dedup_key.encode(),
                                                  str(seen[outcome.dedup_key]).encode(), msg.partition)

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from pipeline.asr import Engine
+from pipeline.catalog import load_catalog
 from pipeline.stages.batching import BatchBudget, pack_in_order
 from pipeline.stages.checkpoint import Checkpoint, Position
 from pipeline.config import Settings
@@ -34,6 +35,8 @@ from pipeline.events import DeadLetter, RoutedCall, SourcePosition, Transcript, 
 from pipeline.adapters.fetch import Failed, Fetcher, Ready
 from pipeline.logs import get_logger
 from pipeline.adapters.storage import MinioStore, storage_client
+from pipeline.stages.redaction import redact_transcript
+from pipeline.stages.sizes import MessageLimits, too_large_letter
 from pipeline.stages.transcript_event import to_transcript
 from pipeline.run.worker_metrics import WorkerMetrics
 
@@ -94,6 +97,7 @@ class AsrWorker:
         self.input_topic = settings.topic(f"audio.bucket.{opts.bucket}")
         self.output_topic = settings.topic("asr.transcripts")
         self.dlq_topic = settings.topic("asr.dlq")
+        self.limits = MessageLimits.from_catalog(load_catalog(settings.bucket_names))
         self.fetcher = Fetcher(MinioStore(storage_client(settings)), opts.fetch_threads)
         self.compute = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine")
         self.prepare_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prepare")
@@ -128,13 +132,18 @@ class AsrWorker:
         if self.producer is not None:
             # Never destroyed: destroying a producer stuck in a transactional call blocks too.
             self._abandoned.append(self.producer)
-        self.producer = Producer({
+        self.producer = Producer(self.producer_config())
+        self.producer.init_transactions(60)  # fences a previous incarnation, aborting its open transaction
+
+    def producer_config(self) -> dict:
+        return {
             **self.settings.kafka_common(),
             "transactional.id": self.settings.topic(f"callqa-asr-{self.opts.bucket}-{self.opts.member_id}"),
             "transaction.timeout.ms": self.opts.transaction_timeout_ms,
             "linger.ms": 5,
-        })
-        self.producer.init_transactions(60)  # fences a previous incarnation, aborting its open transaction
+            # the catalog's limit, not librdkafka's 1 MB: a refused produce would abort and rewind for ever
+            "message.max.bytes": self.limits.producer_max_bytes(["asr.transcripts", "asr.dlq"]),
+        }
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self.checkpoint.assign((p.topic, p.partition) for p in partitions)
@@ -271,13 +280,11 @@ class AsrWorker:
         if not plan.offsets:
             return True
         keep, offsets = plan.keep, plan.offsets
-        by_call = {t.call_id: t for t in transcripts}
         try:
             self.producer.begin_transaction()
-            for ready in batch.ready:
+            for ready, t in zip(batch.ready, transcripts):  # per message: call ids may repeat in a batch
                 if _pos(ready.tag) in keep:
-                    t = by_call[ready.call.call_id]
-                    self.producer.produce(self.output_topic, key=t.call_id.encode(), value=encode(t))
+                    self._produce_transcript(ready, t, batch)
             for failed in batch.failed:
                 if _pos(failed.tag) in keep:
                     self.producer.produce(self.dlq_topic, key=failed.tag.key(), value=encode(failed.letter))
@@ -296,6 +303,20 @@ class AsrWorker:
             log.warning("call_dead_lettered", call_id=failed.letter.original_key, reason=failed.letter.reason,
                         partition=failed.tag.partition(), offset=failed.tag.offset())
         return True
+
+    def _produce_transcript(self, ready: Ready, raw: Transcript, batch: _Prepared) -> None:
+        t = redact_transcript(raw)  # no clear-text PII on asr.transcripts
+        key, value = t.call_id.encode(), encode(t)
+        if self.limits.fits("asr.transcripts", key, value):
+            self.producer.produce(self.output_topic, key=key, value=value)
+            if self.settings.publish_raw_transcripts and self.limits.fits("asr.transcripts.raw", key, encode(raw)):
+                self.producer.produce(self.settings.topic("asr.transcripts.raw"), key=key, value=encode(raw))
+            return
+        msg = ready.tag
+        batch.failed.append(Failed(msg, too_large_letter(
+            stage="asr", topic=self.output_topic, size_bytes=len(value), limit_bytes=self.limits.limit("asr.transcripts"),
+            payload=msg.value(), key=msg.key(), source=SourcePosition(topic=msg.topic(), partition=msg.partition(),
+                                                                      offset=msg.offset()))))
 
     def _report_lag(self, committed: dict[tuple[str, int], int]) -> None:
         for (topic, partition), offset in committed.items():
@@ -317,10 +338,16 @@ class AsrWorker:
                 log.warning("transaction_abort_failed", error=str(abort_exc))
                 self._new_producer()
         self.pending.clear()
-        assignment = self.consumer.assignment()
-        if assignment:
-            for tp in self.consumer.committed(assignment, timeout=30):
-                self.consumer.seek(TopicPartition(tp.topic, tp.partition, max(tp.offset, 0)))
+        while not self.stopping.is_set():  # the broker may still be down: keep trying, never crash
+            try:
+                assignment = self.consumer.assignment()
+                if assignment:
+                    for tp in self.consumer.committed(assignment, timeout=30):
+                        self.consumer.seek(TopicPartition(tp.topic, tp.partition, max(tp.offset, 0)))
+                return
+            except KafkaException as rewind_exc:
+                log.warning("rewind_failed", error=str(rewind_exc))
+                self.stopping.wait(1.0)
 
     def _close(self) -> None:
         self.fetcher.close()

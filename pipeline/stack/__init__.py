@@ -23,6 +23,7 @@ from pipeline.stack.processes import alive, free_port, port_open, stop
 from pipeline.adapters.storage import storage_client
 
 STATE_FILE = "stack.json"
+PIDS_FILE = "pids.json"  # each server's pid, written the moment it starts
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,28 @@ def up(settings: Settings, kafka_port: int | None = None, minio_port: int | None
         if port_open(port):
             raise StackError(f"port {port} is already in use on 127.0.0.1")
     t1 = time.monotonic()
-    kafka_pid = kafka.start(libs, state_dir / "kafka", kafka_port, controller_port)
+    try:
+        state = _start_servers(settings, state_dir, libs, minio_binary, kafka_port, controller_port,
+                               minio_port, console_port, timings, t0, t1)
+    except BaseException:
+        down(settings)  # a failed up leaves nothing running: the pids were recorded as each server started
+        raise
+    return state
+
+
+def _record_pid(state_dir: Path, name: str, pid: int) -> None:
+    path = state_dir / PIDS_FILE
+    pids = json.loads(path.read_text()) if path.exists() else {}
+    pids[name] = pid
+    path.write_text(json.dumps(pids))
+
+
+def _start_servers(settings: Settings, state_dir: Path, libs: Path, minio_binary: Path, kafka_port: int,
+                   controller_port: int, minio_port: int, console_port: int, timings: dict[str, float],
+                   t0: float, t1: float) -> StackState:
+    state_dir.mkdir(parents=True, exist_ok=True)
+    kafka_pid = kafka.start(libs, state_dir / "kafka", kafka_port, controller_port,
+                            on_started=lambda pid: _record_pid(state_dir, "kafka", pid))
     bootstrap = f"127.0.0.1:{kafka_port}"
     conn = settings.model_copy(update={"kafka_bootstrap": bootstrap, "s3_endpoint": f"127.0.0.1:{minio_port}"})
     wait_for_broker(conn)
@@ -79,7 +101,7 @@ def up(settings: Settings, kafka_port: int | None = None, minio_port: int | None
     minio_pid = minio.start(
         minio_binary, state_dir / "minio", minio_port, console_port,
         settings.s3_access_key, settings.s3_secret_key.get_secret_value(),
-        bootstrap, settings.arrivals,
+        bootstrap, settings.arrivals, on_started=lambda pid: _record_pid(state_dir, "minio", pid),
     )
     minio.prepare_bucket(storage_client(conn), settings.recordings_bucket)
     timings["minio_s"] = time.monotonic() - t2
@@ -102,13 +124,17 @@ def down(settings: Settings) -> list[str]:
     """Stop the processes this state directory started; leave anything else alone."""
     state_dir = settings.state_dir.resolve()
     state = _load_state(state_dir)
-    stopped = []
+    pids_path = state_dir / PIDS_FILE
+    pids = json.loads(pids_path.read_text()) if pids_path.exists() else {}  # a failed up leaves only these
     if state is not None:
-        # MinIO first, so it does not queue events for a broker that is going away.
-        for name, pid in (("minio", state.minio_pid), ("kafka", state.kafka_pid)):
-            if stop(pid, state.marker):
-                stopped.append(name)
-        (state_dir / STATE_FILE).unlink(missing_ok=True)
+        pids.update(minio=state.minio_pid, kafka=state.kafka_pid)
+    stopped = []
+    # MinIO first, so it does not queue events for a broker that is going away.
+    for name in ("minio", "kafka"):
+        if name in pids and stop(int(pids[name]), str(state_dir)):
+            stopped.append(name)
+    (state_dir / STATE_FILE).unlink(missing_ok=True)
+    pids_path.unlink(missing_ok=True)
     (state_dir / STACK_ENV_FILE).unlink(missing_ok=True)
     return stopped
 

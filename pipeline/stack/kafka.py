@@ -9,6 +9,7 @@ import base64
 import shutil
 import subprocess
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 from pipeline.errors import StackError
@@ -78,7 +79,8 @@ logger.apache.level = warn
 """
 
 
-def start(libs: Path, home: Path, port: int, controller_port: int, heap_mb: int = 768) -> int:
+def start(libs: Path, home: Path, port: int, controller_port: int, heap_mb: int = 768,
+          on_started: Callable[[int], None] = lambda pid: None) -> int:
     """Format the storage on first use, start the broker, wait until its port answers."""
     data_dir = home / "data"
     props = home / "server.properties"
@@ -99,5 +101,6 @@ def start(libs: Path, home: Path, port: int, controller_port: int, heap_mb: int 
             raise StackError(f"formatting Kafka storage failed: {result.stdout}{result.stderr}")
     log = home / "stdout.log"
     pid = start_detached([*java, "kafka.Kafka", str(props)], log)
+    on_started(pid)  # recorded before the wait: a broker that never gets ready can still be stopped
     wait_until(lambda: port_open(port), "Kafka broker", timeout_s=90, pid=pid, log=log)
     return pid

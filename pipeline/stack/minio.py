@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 from minio import Minio
@@ -54,7 +55,7 @@ def _ready(port: int) -> bool:
 
 def start(
     binary: Path, home: Path, port: int, console_port: int, access_key: str, secret_key: str,
-    kafka_bootstrap: str, arrivals_topic: str,
+    kafka_bootstrap: str, arrivals_topic: str, on_started: Callable[[int], None] = lambda pid: None,
 ) -> int:
     env = {
         "MINIO_ROOT_USER": access_key,
@@ -74,6 +75,7 @@ def start(
          "--console-address", f"127.0.0.1:{console_port}", "--quiet"],
         log, env,
     )
+    on_started(pid)  # recorded before the wait: a server that never gets ready can still be stopped
     wait_until(lambda: _ready(port), "MinIO", timeout_s=60, pid=pid, log=log)
     return pid
 

@@ -50,17 +50,25 @@ def alive(pid: int) -> bool:
 
 
 def is_ours(pid: int, marker: str) -> bool:
-    """Only a process whose command line names our state directory is ours to stop."""
+    """Only a process whose command line names our state directory (the directory itself or a
+    path inside it, also as ``-Dname=path``) is ours to stop; ``/tmp/a`` does not own ``/tmp/ab``."""
+    if pid <= 0:
+        return False
     try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
     except OSError:
         return False
-    return marker in cmdline
+    root = marker.rstrip("/")
+    for arg in args:
+        for path in (arg, arg.partition("=")[2]):
+            if path == root or path.startswith(root + "/"):
+                return True
+    return False
 
 
 def stop(pid: int, marker: str, timeout_s: float = 20.0) -> bool:
     """SIGTERM the process group, SIGKILL after the timeout. Returns False if it was not ours."""
-    if not alive(pid) or not is_ours(pid, marker):
+    if pid <= 0 or not alive(pid) or not is_ours(pid, marker):
         return False
     os.killpg(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout_s

@@ -23,6 +23,14 @@ HEAD_BYTES = 64 * 1024
 _WAV_CODECS = {1: "PCM", 3: "FLOAT", 6: "ALAW", 7: "ULAW"}
 _WAV_EXTENSIBLE = 0xFFFE
 
+# What a call recording can be. Outside these a header is lying (or hostile): a reader that
+# trusted it would allocate channels x frames buffers sized by the lie.
+MAX_CHANNELS = 32
+MIN_RATE_HZ, MAX_RATE_HZ = 2000, 384_000
+# The fewest bytes one FLAC frame can take (header, one constant subframe per channel, CRC):
+# a stream cannot hold more than (size / this) frames of at most max-block-size samples.
+_FLAC_MIN_FRAME_BYTES = 8
+
 
 class ProbeError(CallQAError):
     """The recording cannot be routed; ``reason`` is the dead-letter reason code."""
@@ -61,7 +69,7 @@ def probe_head(head: bytes, size_bytes: int) -> AudioInfo:
     if head[:4] in (b"RIFF", b"RIFX", b"RF64"):
         raise ProbeError("corrupt_header", f"RIFF container without a WAVE form ({head[8:12]!r})")
     if head[:4] == b"fLaC":
-        return _probe_flac(head)
+        return _probe_flac(head, size_bytes)
     raise NeedsFullRead()
 
 
@@ -95,9 +103,11 @@ def _probe_wav(head: bytes, size_bytes: int) -> AudioInfo:
     tag, channels, rate, _, block_align, bits = fmt
     if tag not in _WAV_CODECS:
         raise ProbeError("unsupported_codec", f"WAV format tag 0x{tag:04x} is not supported")
-    if channels < 1 or rate < 1 or block_align < 1:
-        raise ProbeError("corrupt_header",
-                         f"WAV header invalid: channels={channels} rate={rate} block_align={block_align}")
+    _check_plausible("WAV", channels, rate)
+    expected_align = channels * ((8 if tag in (6, 7) else bits + 7) // 8)
+    if block_align != expected_align:
+        raise ProbeError("corrupt_header", f"WAV block_align {block_align} is not channels x bytes per sample "
+                                           f"({channels} x {bits} bits = {expected_align})")
     offset, declared = data
     available = size_bytes - offset
     if declared in (0xFFFFFFFF, 0):  # streaming writers leave the size open
@@ -108,19 +118,33 @@ def _probe_wav(head: bytes, size_bytes: int) -> AudioInfo:
     return AudioInfo("WAV", codec, rate, channels, declared // block_align)
 
 
-def _probe_flac(head: bytes) -> AudioInfo:
+def _check_plausible(container: str, channels: int, rate: int) -> None:
+    if not 1 <= channels <= MAX_CHANNELS:
+        raise ProbeError("corrupt_header", f"{container} header claims {channels} channels (at most {MAX_CHANNELS})")
+    if not MIN_RATE_HZ <= rate <= MAX_RATE_HZ:
+        raise ProbeError("corrupt_header", f"{container} header claims a {rate} Hz sample rate "
+                                           f"({MIN_RATE_HZ}-{MAX_RATE_HZ} Hz)")
+
+
+def _probe_flac(head: bytes, size_bytes: int) -> AudioInfo:
     # STREAMINFO is always the first metadata block: 4 header bytes, then 34 bytes.
     if len(head) < 42 or head[4] & 0x7F != 0:
         raise ProbeError("corrupt_header", "FLAC without a STREAMINFO block")
+    max_block = int.from_bytes(head[10:12], "big")
     info = int.from_bytes(head[18:26], "big")
     rate = info >> 44
     channels = ((info >> 41) & 0x7) + 1
     bits = ((info >> 36) & 0x1F) + 1
     frames = info & ((1 << 36) - 1)
-    if rate == 0:
-        raise ProbeError("corrupt_header", "FLAC STREAMINFO has a zero sample rate")
+    _check_plausible("FLAC", channels, rate)
+    if max_block < 16:
+        raise ProbeError("corrupt_header", f"FLAC STREAMINFO max block size {max_block} (at least 16)")
     if frames == 0:
         raise NeedsFullRead()  # an encoder that did not know the length
+    most = size_bytes // (_FLAC_MIN_FRAME_BYTES + channels) * max_block
+    if frames > most:
+        raise ProbeError("corrupt_header", f"FLAC STREAMINFO claims {frames} samples; {size_bytes} bytes "
+                                           f"hold at most {most}")
     return AudioInfo("FLAC", f"PCM_{bits}", rate, channels, frames)
 
 

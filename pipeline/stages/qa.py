@@ -26,7 +26,10 @@ def evaluate_transcript(engine: QAEngine, transcript: Transcript, payload: bytes
                         source: SourcePosition | None = None) -> QAResult | DeadLetter:
     """``payload`` is the transcript as it arrived: a dead letter keeps it for a replay."""
     try:
-        return QAResult(**engine.evaluate(transcript).to_dict())
+        result = engine.evaluate(transcript).to_dict()
+        if transcript.redacted and not result.get("pii"):  # the worker masked the numbers before us
+            result["pii"] = [span.model_dump() for span in transcript.pii]
+        return QAResult(**result)
     except CallTextError as exc:
         return _letter("malformed_transcript", str(exc), payload, key, source)
     except Exception as exc:  # noqa: BLE001 - a bug or text the engine cannot handle: this call only

@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pipeline.errors import DecodeError, SkipEvent
-from pipeline.events import AudioArrived, DeadLetter, ObjectRef, RoutedCall, SourcePosition, decode_arrival
+from pipeline.events import (
+    AudioArrived, DeadLetter, ObjectRef, RoutedCall, SourcePosition, UnsupportedSchemaVersion, decode_arrival,
+)
 from pipeline.stages.probe import HEAD_BYTES, AudioInfo, NeedsFullRead, ProbeError, probe_full, probe_head, validate
 from pipeline.stages.routing import Buckets, PartitionBalancer, RoutingError, call_id_for, parse_roles
 from pipeline.adapters.storage import MissingObject, ObjectStore, StorageError
@@ -76,7 +78,7 @@ class ArrivalRouter:
         except SkipEvent:
             return Skipped("not_creation")
         except DecodeError as exc:
-            reason = "unsupported_schema" if "schema_version" in str(exc) else "malformed_event"
+            reason = "unsupported_schema" if isinstance(exc, UnsupportedSchemaVersion) else "malformed_event"
             return dead(reason, str(exc))
         except ProbeError as exc:
             return dead(exc.reason, str(exc))

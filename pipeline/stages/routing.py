@@ -53,11 +53,13 @@ class PartitionBalancer:
 
 
 def call_id_for(key: str, metadata: dict[str, str]) -> str:
-    """The upstream's call id, else the object's file name without its extension."""
+    """The upstream's call id, else the object key without its extension: unique per stored
+    object (``a/call.wav`` and ``b/call.wav`` are two calls)."""
     explicit = metadata.get("call-id") or metadata.get("call_id")
     if explicit:
         return explicit
-    return PurePosixPath(key).stem or key
+    path = PurePosixPath(key)
+    return str(path.with_suffix("")) if path.name and path.stem else key
 
 
 def parse_roles(text: str | None, channels: int) -> dict[str, str]:

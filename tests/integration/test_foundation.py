@@ -28,7 +28,7 @@ def test_topics_apply_is_idempotent_and_describe_matches(isolated_settings: Sett
     specs = load_catalog(isolated_settings.bucket_names)
     first = apply_catalog(isolated_settings, specs)
     assert {c.action for c in first} == {"create"}
-    assert len(first) == len(specs) == 11  # arrivals, 4 buckets, transcripts, findings, router.seen, 3 DLQs
+    assert len(first) == len(specs) == 12  # arrivals, 4 buckets, transcripts (+ raw), findings, router.seen, 3 DLQs
     assert apply_catalog(isolated_settings, specs) == []
     rows = describe(isolated_settings, specs)
     assert all(row["in_sync"] for row in rows), rows
@@ -44,6 +44,17 @@ def test_topics_apply_reports_and_fixes_drift(isolated_settings: Settings) -> No
     changes = {(c.topic.removeprefix(isolated_settings.topic_prefix), c.action) for c in apply_catalog(isolated_settings, wider)}
     assert changes == {("asr.transcripts", "add_partitions"), ("asr.transcripts", "alter_config")}
     assert apply_catalog(isolated_settings, wider) == []
+
+
+def test_topics_apply_exits_non_zero_when_drift_cannot_be_applied(isolated_settings: Settings) -> None:
+    from tests.processes import callqa
+
+    specs = load_catalog(isolated_settings.bucket_names)
+    wider = [s if s.name != "router.dlq" else type(s)(**{**s.__dict__, "partitions": s.partitions + 1}) for s in specs]
+    apply_catalog(isolated_settings, wider)  # the live topic has more partitions than the catalog says
+    result = callqa(isolated_settings, "topics", "apply")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "router.dlq: cannot_shrink" in result.stdout and "NOT APPLIED" in result.stdout
 
 
 def test_every_event_round_trips_through_the_broker(isolated_settings: Settings) -> None:

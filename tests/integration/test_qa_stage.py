@@ -59,3 +59,28 @@ def test_a_bad_rule_pack_is_refused_at_start(isolated_settings: Settings, tmp_pa
     result = callqa(isolated_settings, "qa", qa_rule_packs=json.dumps([str(pack)]))
     assert result.returncode != 0
     assert "late.notice" in result.stderr and "within_first_s" in result.stderr
+
+
+def test_a_transcript_over_one_megabyte_is_evaluated(isolated_settings: Settings, unique: str, tmp_path: Path) -> None:
+    """1.2 MB of text (an hour of fast talk): the QAResult carries it redacted, over aiokafka's 1 MB default."""
+    from confluent_kafka import Producer
+
+    settings = isolated_settings
+    apply_catalog(settings, load_catalog(settings.bucket_names))
+    long_text = "please hold while I check your account " * 31_000
+    calls = [transcript("long", "This call is recorded for quality purposes. " + long_text, "fine"),
+             transcript("after", "This call is recorded for quality purposes.", "thanks")]
+    producer = Producer({**settings.kafka_common(), "message.max.bytes": 8 * 2**20})
+    for t in calls:
+        producer.produce(settings.topic("asr.transcripts"), key=t.call_id.encode(), value=encode(t))
+    assert producer.flush(30) == 0
+    assert len(encode(calls[0])) > 1_200_000
+    reader = TopicReader(settings, ["qa.findings", "qa.dlq"])
+    proc = spawn(settings, tmp_path / "qa.log", "qa", "--app-id", f"qa-{unique}")
+    try:
+        reader.wait_for(lambda msgs: len(msgs), 2, timeout_s=120, settle_s=5)
+    finally:
+        stop(proc)
+    results = [decode(m.value(), QAResult) for m in reader.messages if m.topic().endswith("qa.findings")]
+    assert sorted(r.call_id for r in results) == ["after", "long"], (tmp_path / "qa.log").read_text()[-3000:]
+    assert not [m for m in reader.messages if m.topic().endswith("qa.dlq")]

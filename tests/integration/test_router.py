@@ -88,7 +88,7 @@ def test_ingested_recordings_route_to_the_right_buckets(settings: Settings, rout
     calls = {c.call_id: c for c in routed(settings, reader, want=4)}
     assert len(calls) == 4
     for name, (d, rate, ch, _, _, bucket) in specs.items():
-        call = calls[Path(name).name]
+        call = calls[name]  # the object key keeps the folder: nested/long-ulaw
         assert (call.bucket, call.sample_rate_hz, call.channels) == (bucket, rate, ch)
         assert abs(call.duration_s - d) <= 1 / rate
         assert call.agent_id == "a-9"
@@ -191,3 +191,34 @@ def test_hostile_arrival_events_are_dead_lettered_once_and_good_ones_still_route
     letters = dead_letters(settings, want=len(hostile))
     assert sorted((dl.original_payload, dl.reason) for dl in letters) == sorted(
         (event, "malformed_event") for event in hostile)
+
+
+def test_headers_that_lie_are_corrupt_header_and_good_files_still_route(
+        settings: Settings, router, reader, tmp_path: Path) -> None:
+    from tests import hostile_audio
+
+    client = storage_client(settings)
+    hostile = {
+        "align.wav": hostile_audio.wav_block_align_65535(tmp_path / "align.wav"),  # 64 MiB
+        "samples.flac": hostile_audio.flac_claiming_samples(tmp_path / "samples.flac"),
+        "channels.wav": hostile_audio.wav_65535_channels(tmp_path / "channels.wav"),
+    }
+    good = audio.write(tmp_path / "good.wav", 2.0, 8000)
+    for name, path in [*hostile.items(), ("good.wav", good)]:
+        client.fput_object(settings.recordings_bucket, name, str(path))
+    router()
+    letters = dead_letters(settings, want=len(hostile))
+    assert sorted((dl.original_key.split("/", 1)[1], dl.reason) for dl in letters) == sorted(
+        (name, "corrupt_header") for name in hostile)
+    assert [c.call_id for c in routed(settings, reader, want=1)] == ["good"]
+
+
+def test_same_named_files_in_two_folders_route_as_two_calls(settings: Settings, router, reader, tmp_path: Path) -> None:
+    for folder, seconds in (("a", 3.0), ("b", 4.0)):
+        audio.write(tmp_path / "calls" / folder / "call.wav", seconds, 8000)
+    result = callqa(settings, "ingest", str(tmp_path / "calls"))
+    assert result.returncode == 0 and "uploaded 2" in result.stdout, result.stdout + result.stderr
+    router()
+    calls = {c.call_id: c for c in routed(settings, reader, want=2)}
+    assert {k: (c.object.key, round(c.duration_s)) for k, c in calls.items()} == {
+        "a/call": ("a/call.wav", 3), "b/call": ("b/call.wav", 4)}

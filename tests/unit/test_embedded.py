@@ -111,3 +111,62 @@ def test_an_engine_or_qa_failure_costs_only_that_call(engine: Engine, tmp_path: 
     summary, _ = run(engine, inputs, out)  # a rerun retries the failed call and lists it once
     assert (summary.skipped_done, summary.transcribed) == (2, 0)
     assert len(lines(out / DEAD_LETTERS)) == 2
+
+
+def test_same_named_files_in_two_folders_are_two_calls(engine: Engine, tmp_path: Path) -> None:
+    from pipeline.adapters.publisher import plan_uploads, recording_names
+    from pipeline.run.embedded import local_call_ids
+
+    calls = tmp_path / "in"
+    for folder in ("a", "b"):
+        (calls / folder).mkdir(parents=True)
+    shutil.copy(SAMPLES / "sample-01-clean.wav", calls / "a" / "call.wav")
+    shutil.copy(SAMPLES / "sample-03-mis-selling.wav", calls / "b" / "call.wav")
+    # ingest keeps the folders in the object keys
+    assert [r.key for r in plan_uploads(recording_names([calls]), "", {})] == ["a/call.wav", "b/call.wav"]
+    opts = RunOptions(out_dir=tmp_path / "out", buckets=Buckets((30.0, 120.0, 600.0), ("short", "medium", "long", "xlong")),
+                      budget=BatchBudget(8, 240.0), metadata={"roles": "left=agent,right=customer"},
+                      call_ids=local_call_ids([str(calls)]))
+    summary = EmbeddedRunner(opts, FileStore(), engine, None).run(
+        [FileStore.ref_for(p) for p, _ in recording_names([calls])], lambda calls: lambda s, n: None)
+    assert summary.transcribed == 2
+    transcripts = {t["call_id"]: t for t in lines(tmp_path / "out" / TRANSCRIPTS)}
+    assert set(transcripts) == {"a/call", "b/call"}
+    assert "guarantee" in " ".join(s["text"] for s in transcripts["b/call"]["segments"]).lower()
+
+
+def test_a_partial_last_line_from_a_crash_is_repaired_and_said(engine: Engine, tmp_path: Path) -> None:
+    calls = tmp_path / "in"
+    calls.mkdir()
+    for name in ("sample-01-clean.wav", "sample-02-no-notice.wav"):
+        shutil.copy(SAMPLES / name, calls / name)
+    out = tmp_path / "out"
+    inputs = sorted(calls.iterdir())
+    run(engine, inputs[:1], out)
+    whole = (out / TRANSCRIPTS).read_bytes()
+    # killed while writing the second call's lines: half a transcript line, half a findings line
+    (out / TRANSCRIPTS).write_bytes(whole + whole[: len(whole) // 2])
+    with open(out / FINDINGS, "ab") as f:
+        f.write(b'{"call_id": "sample-02-no-not')
+    summary, _ = run(engine, inputs, out)
+    assert (summary.skipped_done, summary.transcribed) == (1, 1)
+    assert [r.split(":")[0] for r in summary.repaired] == [TRANSCRIPTS, FINDINGS]
+    assert sorted(t["call_id"] for t in lines(out / TRANSCRIPTS)) == ["sample-01-clean", "sample-02-no-notice"]
+    assert len(lines(out / FINDINGS)) == 2
+    assert "repaired transcripts.jsonl: dropped an incomplete last line" in (out / "summary.txt").read_text()
+
+
+def test_callqa_run_exits_non_zero_when_an_input_was_dead_lettered(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    calls = tmp_path / "in"
+    calls.mkdir()
+    (calls / "broken.wav").write_bytes(b"RIFF\x10\x00\x00\x00WAVEnonsense")
+    args = [sys.executable, "-m", "pipeline.cli", "run", str(calls), "--out", str(tmp_path / "out"),
+            "--device", "cpu", "--no-qa"]
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run(args, cwd=root, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "1 input(s) not processed" in result.stderr
+    assert subprocess.run([*args, "--allow-dead-letters"], cwd=root, capture_output=True, timeout=300).returncode == 0

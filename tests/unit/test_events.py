@@ -11,6 +11,7 @@ from pipeline.errors import DecodeError, SkipEvent
 from pipeline.events import (
     EVENT_TYPES,
     AudioArrived,
+    Transcript,
     UnsupportedSchemaVersion,
     decode,
     decode_arrival,
@@ -43,12 +44,47 @@ def _type_name(event) -> str:
         (b'{"object": {"bucket": "b", "key": "k"}}', "schema_version"),
         (b'{"schema_version": "1.0", "object": {"bucket": "b"}}', "object.key"),
         (b'{"schema_version": "1.0", "object": {"bucket": "b", "key": "k", "size_bytes": -1}}', "size_bytes"),
-        (b'{"schema_version": "1.0", "object": {"bucket": "b", "key": "k"}, "surprise": 1}', "surprise"),
     ],
 )
 def test_malformed_arrival_raises_typed_error(payload: bytes, message: str) -> None:
     with pytest.raises(DecodeError, match=message):
         decode(payload, AudioArrived)
+
+
+def test_a_newer_minor_version_with_extra_fields_is_read() -> None:
+    """Within a major version readers ignore fields they do not know, at any depth (topics/README.md)."""
+    original = sample_events()[2]  # a Transcript
+    event = orjson.loads(encode(original))
+    event.update(schema_version="1.1", sentiment={"score": 0.2})
+    event["object"]["storage_class"] = "GLACIER"
+    event["segments"][0]["confidence"] = 0.93
+    t = decode(orjson.dumps(event), Transcript)
+    assert encode(t) == encode(original.model_copy(update={"schema_version": "1.1"}))
+
+
+def test_writers_stay_strict_about_unknown_fields() -> None:
+    payload = b'{"schema_version": "1.0", "object": {"bucket": "b", "key": "k"}, "surprise": 1}'
+    with pytest.raises(DecodeError, match="surprise"):
+        decode(payload, AudioArrived, strict=True)  # how tests check what a writer produced
+    with pytest.raises(ValueError, match="surprise"):
+        AudioArrived(object={"bucket": "b", "key": "k"}, surprise=1)
+
+
+@pytest.mark.parametrize("payload", [b'{"object": {"bucket": "b", "key": "k"}}',
+                                     b'{"schema_version": 1, "object": {"bucket": "b", "key": "k"}}'])
+def test_a_missing_schema_version_is_malformed_not_unsupported(payload: bytes) -> None:
+    from pipeline.stages.router import ArrivalRouter, Dead
+    from pipeline.stages.routing import Buckets
+
+    with pytest.raises(DecodeError) as err:
+        decode(payload, AudioArrived)
+    assert not isinstance(err.value, UnsupportedSchemaVersion)
+    router = ArrivalRouter(store=None, buckets=Buckets((30.0,), ("a", "b")), partitions_of=lambda b: 1,  # type: ignore[arg-type]
+                           max_duration_s=60)
+    out = router.route(payload, b"k", {})
+    assert isinstance(out, Dead) and out.letter.reason == "malformed_event"
+    out = router.route(b'{"schema_version": "2.0", "object": {"bucket": "b", "key": "k"}}', b"k", {})
+    assert isinstance(out, Dead) and out.letter.reason == "unsupported_schema"
 
 
 def test_unknown_major_version_is_rejected() -> None:

@@ -106,7 +106,7 @@ def test_roles_and_call_ids() -> None:
     assert parse_roles("mono=agent", 1) == {"0": "agent"}
     with pytest.raises(RoutingError):
         parse_roles("2=agent", 2)
-    assert call_id_for("2026/11/30/c-17.wav", {}) == "c-17"
+    assert call_id_for("2026/11/30/c-17.wav", {}) == "2026/11/30/c-17"  # unique per stored object
     assert call_id_for("x.wav", {"call-id": "abc"}) == "abc"
 
 
@@ -124,7 +124,9 @@ def test_stage_routes_dedups_and_dead_letters(tmp_path: Path) -> None:
     out = router.route(_arrival(good, roles="left=customer,right=agent", **{"agent-id": "a7"}), b"k", seen)
     assert isinstance(out, Routed)
     call = out.call
-    assert (call.call_id, call.bucket, call.channels, call.sample_rate_hz) == ("c1", "medium", 2, 8000)
+    # the key (here a path) without its extension: unique per stored object
+    assert (call.call_id, call.bucket, call.channels, call.sample_rate_hz) == (
+        str(good.resolve().with_suffix("")), "medium", 2, 8000)
     assert call.roles == {"0": "customer", "1": "agent"} and call.agent_id == "a7"
     assert abs(call.duration_s - 45.0) < 1 / 8000
     seen[out.dedup_key] = 1.0
@@ -213,3 +215,37 @@ def test_stage_dead_letters_an_unexpected_failure(tmp_path: Path, monkeypatch: p
     monkeypatch.setattr("pipeline.stages.router.probe_head", broken_probe)
     out = _router().route(_arrival(audio.write(tmp_path / "c.wav", 2.0, 8000)), b"k", {})
     assert isinstance(out, Dead) and out.letter.reason == "internal_error"
+
+
+# --- headers that lie (issue 10 item 5) ------------------------------------------------------
+
+from tests import hostile_audio  # noqa: E402
+
+
+@pytest.mark.parametrize("make", [
+    hostile_audio.wav_block_align_65535,
+    hostile_audio.wav_65535_channels,
+    hostile_audio.flac_claiming_samples,
+], ids=["wav-block-align-65535", "wav-65535-channels", "flac-2^36-samples"])
+def test_headers_that_cannot_be_true_are_corrupt(make, tmp_path: Path) -> None:
+    path = make(tmp_path / "hostile")
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        head = f.read(HEAD_BYTES)
+    with pytest.raises(ProbeError) as err:
+        probe_head(head, size)
+    assert err.value.reason == "corrupt_header", str(err.value)
+
+
+@pytest.mark.parametrize("channels,rate", [(200, 8000), (1, 3), (2, 10_000_000)])
+def test_absurd_channel_counts_and_rates_are_corrupt(channels: int, rate: int) -> None:
+    head = hostile_audio.wav_header(channels, rate, channels * 2, 16, 8000) + bytes(8000)
+    with pytest.raises(ProbeError) as err:
+        probe_head(head, len(head))
+    assert err.value.reason == "corrupt_header"
+
+
+def test_ulaw_and_pcm_block_alignments_that_match_are_accepted() -> None:
+    for tag, bits, align in [(7, 8, 2), (1, 16, 4), (1, 24, 6), (3, 32, 8)]:
+        head = hostile_audio.wav_header(2, 8000, align, bits, 8000, tag=tag) + bytes(8000)
+        assert probe_head(head, len(head)).frames == 8000 // align

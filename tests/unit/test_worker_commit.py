@@ -12,6 +12,7 @@ from pipeline.config import Settings
 from pipeline.events import ModelInfo, ObjectRef, RoutedCall, Transcript, encode
 from pipeline.adapters.fetch import Ready
 from pipeline.run.worker import AsrWorker, WorkerOptions
+from pipeline.stages.redaction import redact_transcript
 
 TOPIC = "audio.bucket.short"
 
@@ -140,7 +141,7 @@ def test_only_the_revoked_partition_of_a_batch_is_dropped(worker: AsrWorker) -> 
     worker._on_assign(worker.consumer, [TopicPartition(TOPIC, 1)])
     assert worker._commit(batch, transcripts)
     assert worker.producer.offsets == [(0, 6)]
-    assert [v for _, v in worker.producer.produced] == [encode(transcripts[0])]
+    assert [v for _, v in worker.producer.produced] == [encode(redact_transcript(transcripts[0]))]
 
 
 def test_a_commit_never_moves_an_offset_backwards(worker: AsrWorker) -> None:
@@ -161,3 +162,33 @@ def test_a_partition_revoked_while_paused_is_fetched_again_when_it_comes_back(wo
     worker._on_revoke(worker.consumer, tp0)  # the partition leaves meanwhile: the resume skips it
     worker._on_assign(worker.consumer, tp0)  # a member died, the partition is back
     assert worker.consumer.paused == set()
+
+
+def test_two_messages_of_one_call_id_in_a_batch_each_get_their_transcript(worker: AsrWorker) -> None:
+    worker._on_assign(worker.consumer, [TopicPartition(TOPIC, 0)])
+    a, b = routed("call"), routed("call").model_copy(update={"object": ObjectRef(bucket="b", key="other/call.wav")})
+    worker.consumer.queue += [FakeMessage(0, 0, encode(a)), FakeMessage(0, 1, encode(b))]
+    batch = worker._prefetch().result()
+    transcripts = [transcript(a), transcript(b)]
+    assert worker._commit(batch, transcripts)
+    assert [v for _, v in worker.producer.produced] == [encode(redact_transcript(t)) for t in transcripts]
+
+
+def test_a_rewind_survives_a_broker_that_is_still_down(worker: AsrWorker) -> None:
+    from confluent_kafka import KafkaError, KafkaException
+
+    calls = {"committed": 0}
+    seeks: list[tuple[int, int]] = []
+
+    def committed(partitions, timeout):  # noqa: ANN001, ANN202 - down for the first two tries
+        calls["committed"] += 1
+        if calls["committed"] <= 2:
+            raise KafkaException(KafkaError(KafkaError._TRANSPORT, "broker down"))
+        return [TopicPartition(TOPIC, 0, 7)]
+
+    worker.consumer.assignment = lambda: [TopicPartition(TOPIC, 0)]  # type: ignore[attr-defined]
+    worker.consumer.committed = committed  # type: ignore[attr-defined]
+    worker.consumer.seek = lambda tp: seeks.append((tp.partition, tp.offset))  # type: ignore[attr-defined]
+    worker.producer.abort_transaction = lambda timeout: None  # type: ignore[attr-defined]
+    worker._recover(KafkaException(KafkaError(KafkaError._TRANSPORT, "commit failed", txn_requires_abort=True)))
+    assert seeks == [(0, 7)] and calls["committed"] == 3

@@ -1,0 +1,39 @@
+"""What the worker may read and decode for one routed call, from what the router probed. Pure.
+
+The router checked the header; the worker must not trust the object to still agree
+with it (an upstream event without a version, a header that lies about what follows).
+A recording takes at most 8 bytes per sample (64-bit float PCM; every codec we accept
+is smaller), so the object may be at most frames x channels x 8 plus a margin, and the
+decoder may produce at most the routed frames plus a margin. Anything beyond is a
+dead letter for that call, never an allocation sized by the file.
+"""
+
+from __future__ import annotations
+
+from pipeline.events import RoutedCall
+
+MAX_BYTES_PER_SAMPLE = 8
+MARGIN = 0.05  # 5 % (container overhead, rounding of the routed duration)
+SLACK_BYTES = 1 << 20  # headers, metadata chunks, cover art
+SLACK_S = 1.0
+
+
+def max_object_bytes(call: RoutedCall) -> int:
+    return int(call.frames * call.channels * MAX_BYTES_PER_SAMPLE * (1 + MARGIN)) + SLACK_BYTES
+
+
+def max_decoded_frames(call: RoutedCall) -> int:
+    """Frames per channel the decoder may produce: the routed duration x rate, plus a margin."""
+    return int(max(call.frames, call.duration_s * call.sample_rate_hz) * (1 + MARGIN) + SLACK_S * call.sample_rate_hz)
+
+
+def decoded_mismatch(call: RoutedCall, frames: int, channels: int, rate_hz: int) -> str | None:
+    """Why a decoder's view of the stream is not the call that was routed, or None."""
+    if channels != call.channels or rate_hz != call.sample_rate_hz:
+        return (f"stream has {channels} channels at {rate_hz} Hz; routed as {call.channels} at "
+                f"{call.sample_rate_hz} Hz")
+    if frames >= 2**62:
+        return None  # length unknown to the header (streamed FLAC): the decoder's failure is caught
+    if not 0 <= frames <= max_decoded_frames(call):
+        return f"stream claims {frames} frames; routed duration allows at most {max_decoded_frames(call)}"
+    return None

@@ -1,0 +1,84 @@
+"""No clear-text PII at rest by default (issue 10 item 10): transcripts redacted before they leave
+the worker or the embedded runner, secrets never in a loggable settings view, stack.env owner-only."""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+
+from confluent_kafka import TopicPartition
+
+from pipeline.config import Settings, write_env_file
+from pipeline.events import ModelInfo, ObjectRef, Segment, Transcript, decode, encode
+from pipeline.stages.redaction import redact_transcript
+from tests.unit.test_worker_commit import TOPIC, FakeMessage, routed, worker  # noqa: F401 - fixture
+
+
+def call(*texts: tuple[str, float, float]) -> Transcript:
+    return Transcript(call_id="c", object=ObjectRef(bucket="b", key="c.wav"), duration_s=60.0, channels=2,
+                      segments=[Segment(role="customer", channel=1, start_s=a, end_s=b, text=text)
+                                for text, a, b in texts], model=ModelInfo(name="m", version="1"))
+
+
+def text_of(t: Transcript) -> str:
+    return " ".join(s.text for s in t.segments)
+
+
+def test_a_card_number_is_masked_and_reported_by_type_only() -> None:
+    t = redact_transcript(call(("my card is 4532 0151 1283 0366 thanks", 1.0, 5.0)))
+    assert "4532" not in text_of(t) and "[CARD]" in text_of(t)
+    assert [p.type for p in t.pii] == ["bank_card"] and t.redacted
+
+
+def test_a_card_length_number_failing_luhn_is_still_masked() -> None:
+    t = redact_transcript(call(("it is 4532 0151 1283 0367", 1.0, 5.0)))
+    assert not any(ch.isdigit() for ch in text_of(t)), text_of(t)
+
+
+def test_a_number_split_across_segments_is_masked() -> None:
+    t = redact_transcript(call(("my card is 4532 0151", 1.0, 3.0), ("1283 0366", 4.0, 6.0)))
+    assert not any(ch.isdigit() for ch in text_of(t)), text_of(t)
+
+
+def test_short_numbers_are_kept() -> None:
+    assert text_of(redact_transcript(call(("I paid 250 dollars on the 3rd", 1.0, 3.0)))) == "I paid 250 dollars on the 3rd"
+
+
+def test_the_worker_publishes_only_the_redacted_transcript(worker) -> None:  # noqa: ANN001, F811
+    worker._on_assign(worker.consumer, [TopicPartition(TOPIC, 0)])
+    c = routed("c")
+    worker.consumer.queue.append(FakeMessage(0, 0, encode(c)))
+    batch = worker._prefetch().result()
+    raw = call(("card 4532 0151 1283 0366", 1.0, 5.0)).model_copy(update={"object": c.object})
+    assert worker._commit(batch, [raw])
+    [(topic, value)] = worker.producer.produced
+    assert topic == worker.output_topic and b"4532" not in value
+    assert decode(value, Transcript).redacted
+
+
+def test_raw_transcripts_only_when_an_operator_enables_them(worker) -> None:  # noqa: ANN001, F811
+    worker.settings = Settings(publish_raw_transcripts=True)
+    worker._on_assign(worker.consumer, [TopicPartition(TOPIC, 0)])
+    worker.consumer.queue.append(FakeMessage(0, 0, encode(routed("c"))))
+    batch = worker._prefetch().result()
+    assert worker._commit(batch, [call(("card 4532 0151 1283 0366", 1.0, 5.0))])
+    assert [topic for topic, _ in worker.producer.produced] == [worker.output_topic, "asr.transcripts.raw"]
+
+
+def test_settings_view_masks_every_secret() -> None:
+    cfg = Settings(s3_secret_key="s3-hidden", kafka_config={
+        "ssl.key.pem": "-----BEGIN PRIVATE KEY-----hidden", "sasl.oauthbearer.config": "clientSecret=hidden",
+        "sasl.password": "hidden", "ssl.keystore.password": "hidden", "my.client.secret": "hidden",
+        "security.protocol": "SASL_SSL"})
+    view = json.dumps(cfg.redacted())
+    assert "hidden" not in view
+    assert cfg.redacted()["kafka_config"]["security.protocol"] == "SASL_SSL"
+
+
+def test_stack_env_is_owner_only(tmp_path: Path) -> None:
+    path = tmp_path / "state" / "stack.env"
+    write_env_file(path, {"s3_secret_key": "x"})
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    write_env_file(path, {"s3_secret_key": "y"})  # rewritten: still 0600
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600 and "y" in path.read_text()
