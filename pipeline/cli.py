@@ -22,10 +22,20 @@ app.add_typer(stack_app, name="stack")
 app.add_typer(topics_app, name="topics")
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from pipeline.ops.versions import version_line
+
+        typer.echo(version_line(load_settings().asr_model))
+        raise typer.Exit()
+
+
 @app.callback()
 def main(
     state_dir: Annotated[Optional[Path], typer.Option(help="Where the local stack keeps its state.")] = None,
     config: Annotated[Optional[Path], typer.Option(help="Settings file (TOML or YAML).")] = None,
+    version: Annotated[bool, typer.Option("--version", is_eager=True, callback=_print_version,
+                                          help="Print the package, model and schema versions.")] = False,
 ) -> None:
     # The one place the process environment is shaped; Settings reads it once per command.
     if state_dir is not None:
