@@ -21,6 +21,10 @@ topics_app = typer.Typer(help="The topic catalog.", no_args_is_help=True)
 app.add_typer(stack_app, name="stack")
 app.add_typer(topics_app, name="topics")
 
+from pipeline.ops.cli import register as _register_ops  # noqa: E402 - after the app exists
+
+_register_ops(app)
+
 
 def _print_version(value: bool) -> None:
     if value:
@@ -50,10 +54,6 @@ def settings() -> Settings:
     from pipeline.logs import get_logger
 
     get_logger("callqa").debug("settings_loaded", settings=loaded.redacted())  # never the raw settings
-    if loaded.metrics_port:
-        from prometheus_client import start_http_server
-
-        start_http_server(loaded.metrics_port, addr=loaded.metrics_host)
     return loaded
 
 
@@ -193,10 +193,13 @@ def router_cmd(app_id: Annotated[str, typer.Option(help="Faust app id (the consu
     """Run the Faust router: audio.arrivals → duration-bucket topics (several processes share the work)."""
     import faust
 
+    from pipeline.ops.endpoint import start_endpoint
+    from pipeline.ops.lag_kafka import StageSpec
     from pipeline.run.router import create_app
 
     cfg = settings()
-    faust_app = create_app(cfg, app_id)
+    health = start_endpoint(cfg, "router", [StageSpec("router", app_id, cfg.arrivals, False)])
+    faust_app = create_app(cfg, app_id, health)
     faust.Worker(faust_app, loglevel=cfg.log_level.upper(), quiet=True).execute_from_commandline()
 
 
@@ -237,34 +240,49 @@ def worker_cmd(
     max_audio_s: Annotated[float, typer.Option(help="Audio seconds per micro-batch.")] = 1800.0,
     memory_watermark_gb: Annotated[Optional[float], typer.Option(
         help="Stop prefetching while device memory is above this (GiB).")] = None,
+    group: Annotated[Optional[str], typer.Option(help="Consumer group (default asr-<bucket>; a new one replays).")] = None,
+    replay_id: Annotated[Optional[str], typer.Option(help="Tag every transcript with this replay id.")] = None,
 ) -> None:
     """Run one ASR worker: audio.bucket.<bucket> → asr.transcripts, exactly once."""
     import signal
 
+    from pipeline.ops.endpoint import start_endpoint
+    from pipeline.ops.lag_kafka import StageSpec
     from pipeline.run.worker import AsrWorker, WorkerOptions
 
     cfg = settings()
     if bucket not in cfg.bucket_names:
         raise typer.BadParameter(f"unknown bucket {bucket!r}; configured: {list(cfg.bucket_names)}")
     engine = load_engine(cfg, device)
-    worker = AsrWorker(cfg, WorkerOptions(bucket=bucket, device=engine.device.kind, instance_id=instance_id,
-                                          window_ms=window_ms, max_calls=max_calls, max_audio_s=max_audio_s,
-                                          memory_watermark_bytes=int(memory_watermark_gb * 2**30)
-                                          if memory_watermark_gb else None), engine)
+    opts = WorkerOptions(bucket=bucket, device=engine.device.kind, instance_id=instance_id,
+                         window_ms=window_ms, max_calls=max_calls, max_audio_s=max_audio_s,
+                         memory_watermark_bytes=int(memory_watermark_gb * 2**30) if memory_watermark_gb else None,
+                         group=group, replay_id=replay_id)
+    health = start_endpoint(cfg, f"asr-{bucket}", [StageSpec(f"asr-{bucket}", opts.group_id(cfg), opts.input_topic(cfg), True)],
+                            model_version=engine.model_version)
+    worker = AsrWorker(cfg, opts, engine, health)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: worker.stopping.set())
     worker.run()
 
 
 @app.command("qa")
-def qa_cmd(app_id: Annotated[str, typer.Option(help="Faust app id (the consumer group).")] = "callqa-qa") -> None:
+def qa_cmd(
+    app_id: Annotated[str, typer.Option("--app-id", "--group",
+                                        help="Faust app id = the consumer group (a new one replays).")] = "callqa-qa",
+    replay_id: Annotated[Optional[str], typer.Option(help="Tag every result with this replay id.")] = None,
+) -> None:
     """Run the QA stage: asr.transcripts → qa.findings (rule packs, PII redaction, scores)."""
     import faust
 
+    from pipeline.ops.endpoint import start_endpoint
+    from pipeline.ops.lag_kafka import StageSpec
     from pipeline.run.qa import create_app
 
     cfg = settings()
-    faust.Worker(create_app(cfg, app_id), loglevel=cfg.log_level.upper(), quiet=True).execute_from_commandline()
+    health = start_endpoint(cfg, "qa", [StageSpec("qa", app_id, cfg.topic("asr.transcripts"), False)])
+    faust_app = create_app(cfg, app_id, health, replay_id)
+    faust.Worker(faust_app, loglevel=cfg.log_level.upper(), quiet=True).execute_from_commandline()
 
 
 @app.command("report")

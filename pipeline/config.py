@@ -65,8 +65,13 @@ class Settings(BaseSettings):
     # QA rule packs added to the default pack (files or folders of YAML)
     qa_rule_packs: tuple[Path, ...] = ()
 
-    metrics_port: int | None = None  # Prometheus /metrics of a stage process, when set
-    metrics_host: str = "127.0.0.1"  # 0.0.0.0 in containers, so the cluster can scrape and probe
+    # Each stage process serves /metrics, /healthz and /readyz here when metrics_port is set
+    # (0.0.0.0 in containers; the deploy manifests use port 9100).
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int | None = None
+    liveness_limit_s: float = 120.0  # /healthz fails when the stage's loop has not turned for this long
+    backlog_interval_s: float = 15.0  # how often a stage refreshes its backlog gauges
+    dlq_max_attempts: int = 3  # redrives of one letter before it is parked instead
 
     log_format: str = "auto"  # auto | json | console
     log_level: str = "info"

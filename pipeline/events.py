@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from pipeline.errors import DecodeError, SkipEvent
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"  # 1.1: optional replay_id on RoutedCall, Transcript, QAResult
 SUPPORTED_MAJOR = 1
 
 Role = str  # "agent" | "customer" | "mixed", or an operator's own label
@@ -101,6 +101,7 @@ class RoutedCall(Event):
     metadata: dict[str, str] = Field(default_factory=dict)
     probe_ms: float = Field(ge=0, default=0.0)
     routed_at: datetime = Field(default_factory=utc_now)
+    replay_id: str | None = Field(default=None, description="set when re-routed by a replay (its generation)")
 
 
 class Segment(Contract):
@@ -134,6 +135,7 @@ class Transcript(Event):
     languages: dict[str, str] = Field(default_factory=dict, description="channel index -> language")
     segments: list[Segment]
     model: ModelInfo
+    replay_id: str | None = Field(default=None, description="set on output of a replay; None for the first run")
     timings: dict[str, float] = Field(default_factory=dict, description="stage -> seconds")
     metadata: dict[str, str] = Field(default_factory=dict)
     produced_at: datetime = Field(default_factory=utc_now)
@@ -165,6 +167,7 @@ class QAResult(Event):
     pii: list[PIISpan] = Field(default_factory=list)
     redacted_segments: list[Segment] = Field(default_factory=list)
     rule_packs: list[str] = Field(default_factory=list)
+    replay_id: str | None = Field(default=None, description="the QA replay's id, else the transcript's")
     evaluated_at: datetime = Field(default_factory=utc_now)
 
 

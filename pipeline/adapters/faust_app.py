@@ -10,6 +10,7 @@ from faust.transport.consumer import TopicPartitionGroup
 from pipeline.catalog import load_catalog
 from pipeline.config import Settings
 from pipeline.stages.sizes import MessageLimits
+from pipeline.ops.health import StageHealth
 
 
 def create_faust_app(settings: Settings, app_id: str, topic_partitions: int | None = None) -> faust.App:
@@ -36,8 +37,23 @@ def create_faust_app(settings: Settings, app_id: str, topic_partitions: int | No
     )
 
 
+def watch_health(app: faust.App, health: StageHealth | None, input_topic: str, every_s: float = 5.0) -> None:
+    """Feed a stage's health: a timer beats while the event loop turns; assignments of the input topic."""
+    if health is None:
+        return
+
+    @app.timer(interval=every_s)
+    async def _beat() -> None:
+        health.beat()
+
+    @app.on_partitions_assigned.connect
+    async def _assigned(sender: object, assigned: set, **_: object) -> None:
+        health.replace_assignment((tp.topic, tp.partition) for tp in assigned if tp.topic == input_topic)
+
+
 async def send_in_source_transaction(app: faust.App, source: faust.types.Message, topic: str,
-                                     key: bytes | None, value: bytes, partition: int | None = None) -> None:
+                                     key: bytes | None, value: bytes, partition: int | None = None,
+                                     headers: list[tuple[str, bytes]] | None = None) -> None:
     """Produce inside the transaction of the source partition, beside its offsets and table writes.
 
     Faust's own ``topic.send`` picks the transaction by the *destination* partition, which
@@ -48,4 +64,4 @@ async def send_in_source_transaction(app: faust.App, source: faust.types.Message
     group = app.assignor.group_for_topic(source.topic)
     transactional_id = app.consumer.transactions.transactional_id_format.format(
         tpg=TopicPartitionGroup(source.topic, source.partition, group), group_id=app.conf.id)
-    await app.producer.send(topic, key, value, partition, None, None, transactional_id=transactional_id)
+    await app.producer.send(topic, key, value, partition, None, headers, transactional_id=transactional_id)

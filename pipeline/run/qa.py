@@ -16,10 +16,11 @@ from prometheus_client import Counter
 
 from pipeline.config import Settings
 from pipeline.events import DeadLetter, SourcePosition, encode
-from pipeline.adapters.faust_app import create_faust_app, send_in_source_transaction
+from pipeline.adapters.faust_app import create_faust_app, send_in_source_transaction, watch_health
 from pipeline.catalog import load_catalog
 from pipeline.stages.sizes import MessageLimits, too_large_letter
 from pipeline.logs import get_logger
+from pipeline.ops.health import StageHealth
 from pipeline.qa import QAEngine
 from pipeline.stages.qa import evaluate_payload
 
@@ -29,7 +30,8 @@ FINDINGS = Counter("callqa_qa_findings_total", "Findings", ["rule_id", "severity
 DEAD = Counter("callqa_qa_dead_lettered_total", "Transcripts dead-lettered")
 
 
-def create_app(settings: Settings, app_id: str = "callqa-qa") -> faust.App:
+def create_app(settings: Settings, app_id: str = "callqa-qa", health: StageHealth | None = None,
+               replay_id: str | None = None) -> faust.App:
     engine = QAEngine.from_paths(list(settings.qa_rule_packs))  # a bad pack fails here, at start
     app = create_faust_app(settings, app_id)
     transcripts = app.topic(settings.topic("asr.transcripts"), key_type=bytes, value_type=bytes,
@@ -37,6 +39,7 @@ def create_app(settings: Settings, app_id: str = "callqa-qa") -> faust.App:
     findings = app.topic(settings.topic("qa.findings"), key_serializer="raw", value_serializer="raw")
     dlq = app.topic(settings.topic("qa.dlq"), key_serializer="raw", value_serializer="raw")
     limits = MessageLimits.from_catalog(load_catalog(settings.bucket_names))
+    watch_health(app, health, transcripts.get_topic_name())
 
     @app.agent(transcripts)
     async def evaluate(stream: faust.Stream) -> None:
@@ -47,7 +50,8 @@ def create_app(settings: Settings, app_id: str = "callqa-qa") -> faust.App:
             source = SourcePosition(topic=msg.topic, partition=msg.partition, offset=msg.offset)
             started = time.perf_counter()
             # Off the event loop: a heavy call must not stall heartbeats. It never raises.
-            outcome = await loop.run_in_executor(None, evaluate_payload, engine, event.value, event.key, source)
+            outcome = await loop.run_in_executor(None, evaluate_payload, engine, event.value, event.key, source,
+                                                 replay_id)
             value = encode(outcome) if not isinstance(outcome, DeadLetter) else b""
             if value and not limits.fits("qa.findings", outcome.call_id.encode(), value):
                 outcome = too_large_letter(stage="qa", topic=findings.get_topic_name(), size_bytes=len(value),

@@ -25,8 +25,11 @@ from prometheus_client import Counter, Histogram
 from pipeline.config import Settings
 from pipeline.errors import StackError
 from pipeline.events import SourcePosition, encode
-from pipeline.adapters.faust_app import create_faust_app, send_in_source_transaction
+from pipeline.adapters.faust_app import create_faust_app, send_in_source_transaction, watch_health
 from pipeline.logs import get_logger
+from pipeline.ops.headers import REDRIVE_ATTEMPT, REPLAY_GENERATION, int_header
+from pipeline.ops.health import StageHealth
+from pipeline.ops.lag_kafka import recover_progress
 from pipeline.stages.router import ArrivalRouter, Dead, Routed, Skipped
 from pipeline.stages.routing import Buckets
 from pipeline.stages.sizes import MessageLimits, too_large_letter
@@ -43,7 +46,7 @@ PROBE_S = Histogram("callqa_router_probe_seconds", "Probe latency",
                     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5))
 
 
-def create_app(settings: Settings, app_id: str = "callqa-router") -> faust.App:
+def create_app(settings: Settings, app_id: str = "callqa-router", health: StageHealth | None = None) -> faust.App:
     """Build the Faust app; ``app.main()`` or ``app.worker`` runs it."""
     arrivals_name = settings.arrivals
     bucket_names = {b: settings.topic(f"audio.bucket.{b}") for b in settings.bucket_names}
@@ -59,6 +62,16 @@ def create_app(settings: Settings, app_id: str = "callqa-router") -> faust.App:
     seen_topic = settings.topic("router.seen")
     limits = MessageLimits.from_catalog(load_catalog(settings.bucket_names))
     seen = load_markers(settings, seen_topic)  # identity of every routed object version → when
+    # Progress stamps on routed calls (what `callqa lag` reads); totals resume from the topics.
+    progress = recover_progress(settings, list(bucket_names.values()))
+    watch_health(app, health, arrivals_name)
+
+    @app.on_partitions_assigned.connect
+    async def _recover(sender: object, assigned: set, **_: object) -> None:
+        # Arrivals moved between routers: take up totals another router may have advanced.
+        await asyncio.get_running_loop().run_in_executor(
+            None, recover_progress, settings, list(bucket_names.values()), progress)
+
     router = ArrivalRouter(
         store=MinioStore(storage_client(settings)),
         buckets=Buckets(settings.bucket_edges_s, settings.bucket_names),
@@ -74,7 +87,10 @@ def create_app(settings: Settings, app_id: str = "callqa-router") -> faust.App:
             msg = event.message
             position = SourcePosition(topic=msg.topic, partition=msg.partition, offset=msg.offset)
             started = time.perf_counter()
-            outcome = await loop.run_in_executor(None, router.route, event.value, event.key, seen, position)
+            attempt = int_header(event.headers, REDRIVE_ATTEMPT)  # a dead letter's payload sent again
+            generation = int_header(event.headers, REPLAY_GENERATION)
+            outcome = await loop.run_in_executor(None, router.route, event.value, event.key, seen, position,
+                                                 generation)
             bound = log.bind(topic=msg.topic, partition=msg.partition, offset=msg.offset)
             if isinstance(outcome, Routed):  # a RoutedCall carries the arrival's metadata: it may not fit
                 value = encode(outcome.call)
@@ -85,8 +101,10 @@ def create_app(settings: Settings, app_id: str = "callqa-router") -> faust.App:
                         payload=event.value, key=event.key, source=position))
             if isinstance(outcome, Routed):
                 call = outcome.call
-                await send_in_source_transaction(app, msg, bucket_topics[call.bucket].get_topic_name(),
-                                                 call.call_id.encode(), value, outcome.partition)
+                out_topic = bucket_topics[call.bucket].get_topic_name()
+                stamp = progress.stamp(out_topic, outcome.partition, call.duration_s)
+                await send_in_source_transaction(app, msg, out_topic, call.call_id.encode(), value,
+                                                 outcome.partition, stamp.to_headers())
                 seen[outcome.dedup_key] = time.time()
                 await send_in_source_transaction(app, msg, seen_topic, outcome.dedup_key.encode(),
                                                  str(seen[outcome.dedup_key]).encode(), msg.partition)
@@ -97,8 +115,9 @@ def create_app(settings: Settings, app_id: str = "callqa-router") -> faust.App:
                            out_partition=outcome.partition, duration_s=round(call.duration_s, 2),
                            probe_ms=call.probe_ms, total_ms=round((time.perf_counter() - started) * 1000, 2))
             elif isinstance(outcome, Dead):
-                await send_in_source_transaction(app, msg, dlq.get_topic_name(), event.key,
-                                                 encode(outcome.letter), None)
+                letter = outcome.letter.model_copy(update={"attempts": attempt + 1}) if attempt else outcome.letter
+                outcome = Dead(letter)
+                await send_in_source_transaction(app, msg, dlq.get_topic_name(), event.key, encode(letter), None)
                 DEAD.labels(outcome.letter.reason).inc()
                 bound.warning("arrival_dead_lettered", reason=outcome.letter.reason,
                               message=outcome.letter.message)

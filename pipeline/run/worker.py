@@ -34,6 +34,7 @@ from pipeline.errors import DecodeError
 from pipeline.events import DeadLetter, RoutedCall, SourcePosition, Transcript, decode, encode
 from pipeline.adapters.fetch import Failed, Fetcher, Ready
 from pipeline.logs import get_logger
+from pipeline.ops.health import StageHealth
 from pipeline.adapters.storage import MinioStore, storage_client
 from pipeline.stages.redaction import redact_transcript
 from pipeline.stages.sizes import MessageLimits, too_large_letter
@@ -56,10 +57,18 @@ class WorkerOptions:
     transaction_timeout_ms: int = 300000
     # Backpressure: no prefetch (one batch in flight, not two) while device memory is above this.
     memory_watermark_bytes: int | None = None
+    group: str | None = None  # consumer group; default asr-<bucket> (another one replays the bucket)
+    replay_id: str | None = None  # carried by every transcript of a replay
 
     @property
     def member_id(self) -> str:
         return self.instance_id or f"{socket.gethostname()}-{self.device}-{self.bucket}"
+
+    def group_id(self, settings: Settings) -> str:
+        return self.group or settings.topic(f"asr-{self.bucket}")
+
+    def input_topic(self, settings: Settings) -> str:
+        return settings.topic(f"audio.bucket.{self.bucket}")
 
 
 @dataclass(frozen=True)
@@ -91,10 +100,12 @@ class _Prepared:
 
 
 class AsrWorker:
-    def __init__(self, settings: Settings, opts: WorkerOptions, engine: Engine) -> None:
+    def __init__(self, settings: Settings, opts: WorkerOptions, engine: Engine,
+                 health: StageHealth | None = None) -> None:
         self.settings, self.opts, self.engine = settings, opts, engine
+        self.health = health or StageHealth(f"asr-{opts.bucket}", settings.liveness_limit_s)
         self.budget = BatchBudget(opts.max_calls, opts.max_audio_s)
-        self.input_topic = settings.topic(f"audio.bucket.{opts.bucket}")
+        self.input_topic = opts.input_topic(settings)
         self.output_topic = settings.topic("asr.transcripts")
         self.dlq_topic = settings.topic("asr.dlq")
         self.limits = MessageLimits.from_catalog(load_catalog(settings.bucket_names))
@@ -115,7 +126,7 @@ class AsrWorker:
         common = self.settings.kafka_common()
         self.consumer = Consumer({
             **common,
-            "group.id": self.settings.topic(f"asr-{self.opts.bucket}"),
+            "group.id": self.opts.group_id(self.settings),
             "group.instance.id": self.opts.member_id,
             "partition.assignment.strategy": "cooperative-sticky",
             "enable.auto.commit": False,
@@ -138,7 +149,9 @@ class AsrWorker:
     def producer_config(self) -> dict:
         return {
             **self.settings.kafka_common(),
-            "transactional.id": self.settings.topic(f"callqa-asr-{self.opts.bucket}-{self.opts.member_id}"),
+            # A replay group's worker must not fence the regular worker on the same host.
+            "transactional.id": self.settings.topic(f"callqa-asr-{self.opts.bucket}-{self.opts.member_id}"
+                                                    + (f"-{self.opts.group}" if self.opts.group else "")),
             "transaction.timeout.ms": self.opts.transaction_timeout_ms,
             "linger.ms": 5,
             # the catalog's limit, not librdkafka's 1 MB: a refused produce would abort and rewind for ever
@@ -150,11 +163,13 @@ class AsrWorker:
         # librdkafka keeps a partition's pause flag across a revoke: one revoked while a batch
         # computed (paused) and handed back later would otherwise never be fetched again
         consumer.resume(partitions)
+        self.health.assigned((p.topic, p.partition) for p in partitions)
         log.info("partitions_assigned", partitions=[p.partition for p in partitions])
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         gone = {(p.topic, p.partition) for p in partitions}
         self.checkpoint.revoke(gone)  # batches in flight from these partitions will not be committed
+        self.health.revoked(gone)
         self.pending = deque(q for q in self.pending if (q.msg.topic(), q.msg.partition()) not in gone)
         log.info("partitions_revoked", partitions=[p.partition for p in partitions])
 
@@ -166,6 +181,7 @@ class AsrWorker:
         next_batch: Future[_Prepared] | None = None
         try:
             while not self.stopping.is_set():
+                self.health.beat()
                 if next_batch is None:
                     next_batch = self._prefetch()
                     if next_batch is None:
@@ -242,14 +258,15 @@ class AsrWorker:
             return self._transcribe_one_by_one(batch)
         wall_s = time.perf_counter() - started
         self.metrics.observe_batch(batch.ready, self.engine.last_batch_stats, wall_s)
-        return [to_transcript(r.call, res, {"fetch_s": r.fetch_s, "batch_wall_s": wall_s})
+        return [to_transcript(r.call, res, {"fetch_s": r.fetch_s, "batch_wall_s": wall_s}, self.opts.replay_id)
                 for r, res in zip(batch.ready, results)]
 
     def _transcribe_one_by_one(self, batch: _Prepared) -> list[Transcript]:
         out, ok = [], []
         for r in batch.ready:
             try:
-                out.append(to_transcript(r.call, self.engine.transcribe(r.audio), {"fetch_s": r.fetch_s}))
+                out.append(to_transcript(r.call, self.engine.transcribe(r.audio), {"fetch_s": r.fetch_s},
+                                         self.opts.replay_id))
                 ok.append(r)
             except Exception as exc:  # noqa: BLE001 - one bad call must not stop the worker
                 batch.failed.append(Failed(r.tag, DeadLetter.of(
@@ -264,6 +281,7 @@ class AsrWorker:
         self.consumer.pause(assignment)
         try:
             while not compute.done():
+                self.health.beat()
                 msg = self.consumer.poll(0.1)
                 if msg is not None and not msg.error():
                     self.pending.append(self._queued(msg))  # from a partition assigned while paused

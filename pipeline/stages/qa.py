@@ -13,23 +13,24 @@ from pipeline.qa import CallTextError, QAEngine
 
 
 def evaluate_payload(engine: QAEngine, payload: bytes, key: bytes | None,
-                     source: SourcePosition | None = None) -> QAResult | DeadLetter:
-    """Decode a transcript event and evaluate it."""
+                     source: SourcePosition | None = None, replay_id: str | None = None) -> QAResult | DeadLetter:
+    """Decode a transcript event and evaluate it. ``replay_id`` tags the result (a QA replay);
+    without it the result carries the transcript's own replay id."""
     try:
         transcript = decode(payload, Transcript)
     except DecodeError as exc:
         return _letter("malformed_transcript", str(exc), payload, key, source)
-    return evaluate_transcript(engine, transcript, payload, key, source)
+    return evaluate_transcript(engine, transcript, payload, key, source, replay_id)
 
 
 def evaluate_transcript(engine: QAEngine, transcript: Transcript, payload: bytes, key: bytes | None,
-                        source: SourcePosition | None = None) -> QAResult | DeadLetter:
+                        source: SourcePosition | None = None, replay_id: str | None = None) -> QAResult | DeadLetter:
     """``payload`` is the transcript as it arrived: a dead letter keeps it for a replay."""
     try:
         result = engine.evaluate(transcript).to_dict()
         if transcript.redacted and not result.get("pii"):  # the worker masked the numbers before us
             result["pii"] = [span.model_dump() for span in transcript.pii]
-        return QAResult(**result)
+        return QAResult(**result, replay_id=replay_id or transcript.replay_id)
     except CallTextError as exc:
         return _letter("malformed_transcript", str(exc), payload, key, source)
     except Exception as exc:  # noqa: BLE001 - a bug or text the engine cannot handle: this call only

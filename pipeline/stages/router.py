@@ -61,10 +61,11 @@ class ArrivalRouter:
 
     def route(
         self, payload: bytes, key: bytes | None, seen: MutableMapping[str, float],
-        source: SourcePosition | None = None,
+        source: SourcePosition | None = None, generation: int = 0,
     ) -> Outcome:
         """Route one arrival. ``seen`` is the de-duplication table (identity → routed time);
-        the caller records ``Routed.dedup_key`` in it once the output is committed."""
+        the caller records ``Routed.dedup_key`` in it once the output is committed.
+        ``generation`` > 0 re-routes a version already routed: a replay has its own identity."""
 
         def dead(reason: str, message: str) -> Dead:
             return Dead(DeadLetter.of(payload=payload, key=key, reason=reason, message=message,
@@ -74,7 +75,7 @@ class ArrivalRouter:
             arrival = decode_arrival(payload)
             if self.accept_buckets is not None and arrival.object.bucket not in self.accept_buckets:
                 return Skipped("foreign_bucket")
-            return self._route(arrival, seen)
+            return self._route(arrival, seen, generation)
         except SkipEvent:
             return Skipped("not_creation")
         except DecodeError as exc:
@@ -91,13 +92,15 @@ class ArrivalRouter:
         except Exception as exc:  # noqa: BLE001 - a bug must not cost the input: keep it in the DLQ
             return dead("internal_error", f"{type(exc).__name__}: {exc}")
 
-    def _route(self, arrival: AudioArrived, seen: MutableMapping[str, float]) -> Outcome:
+    def _route(self, arrival: AudioArrived, seen: MutableMapping[str, float], generation: int = 0) -> Outcome:
         info = _storage_call(self.store.stat, arrival.object)
         # Content identity: a re-put of unchanged bytes is a new version with the same etag.
         ref = ObjectRef(bucket=arrival.object.bucket, key=arrival.object.key,
                         version_id=info.version_id or arrival.object.version_id,
                         etag=info.etag or arrival.object.etag, size_bytes=info.size_bytes)
         dedup_key = f"{ref.bucket}/{ref.key}#{ref.etag or ref.version_id or ''}"
+        if generation:
+            dedup_key += f"~g{generation}"
         if dedup_key in seen:
             return Skipped("duplicate")
         started = time.perf_counter()
@@ -111,7 +114,7 @@ class ArrivalRouter:
             duration_s=audio.duration_s, sample_rate_hz=audio.sample_rate_hz, channels=audio.channels,
             frames=audio.frames, container=audio.container, codec=audio.codec,
             roles=parse_roles(metadata.get("roles"), audio.channels), agent_id=metadata.get("agent-id"),
-            metadata=metadata, probe_ms=round(probe_ms, 3),
+            metadata=metadata, probe_ms=round(probe_ms, 3), replay_id=f"gen{generation}" if generation else None,
         )
         return Routed(call, partition, dedup_key)
 

@@ -10,7 +10,9 @@ def roles_by_channel(call: RoutedCall) -> dict[int, str]:
     return {int(channel): role for channel, role in call.roles.items()}
 
 
-def to_transcript(call: RoutedCall, result: CallTranscript, extra_timings: dict[str, float] | None = None) -> Transcript:
+def to_transcript(call: RoutedCall, result: CallTranscript, extra_timings: dict[str, float] | None = None,
+                  replay_id: str | None = None) -> Transcript:
+    """``replay_id``: the replay this run belongs to (a worker's ``--replay-id``), else the routed call's own."""
     return Transcript(
         call_id=call.call_id,
         object=call.object,
@@ -24,6 +26,7 @@ def to_transcript(call: RoutedCall, result: CallTranscript, extra_timings: dict[
             for s in result.segments
         ],
         model=ModelInfo(name=result.model_name, version=result.model_version),
+        replay_id=replay_id or call.replay_id,
         timings={k: round(v, 4) for k, v in {**result.timings, **(extra_timings or {})}.items()},
         metadata=call.metadata,
     )

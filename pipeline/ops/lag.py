@@ -1,0 +1,136 @@
+"""Throughput, ETA and the night-window verdict (pure: no Kafka, injected clock values).
+
+Throughput is measured, never assumed: the cumulative audio seconds a group has consumed
+(from the progress stamp at its committed offset) is sampled over time, and the rate is the
+change over the last ``window_s`` seconds. Stages without stamps get a message rate from
+their committed offsets instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, time, timedelta
+from typing import Literal
+
+from pipeline.ops.backlog import PartitionBacklog
+
+Status = Literal["done", "on track", "at risk", "stalled", "no rate yet", "no window"]
+
+
+@dataclass
+class RateTracker:
+    """Samples (t, cumulative value) per key; ``rate`` is the slope over the recent window."""
+
+    window_s: float = 300.0
+    min_span_s: float = 2.0
+    samples: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+
+    def add(self, key: str, t: float, value: float | None) -> None:
+        if value is None:
+            return
+        series = self.samples.setdefault(key, [])
+        if series and value < series[-1][1]:  # a reset (offsets moved back by a replay): start over
+            series.clear()
+        series.append((t, value))
+        while len(series) > 2 and t - series[1][0] >= self.window_s:
+            series.pop(0)  # keep one sample at or beyond the window's start
+
+    def rate(self, key: str) -> float | None:
+        series = self.samples.get(key) or []
+        if len(series) < 2 or series[-1][0] - series[0][0] < self.min_span_s:
+            return None
+        (t0, v0), (t1, v1) = series[0], series[-1]
+        return (v1 - v0) / (t1 - t0)
+
+    def oldest_span_s(self, now: float) -> float:
+        return max((now - s[0][0] for s in self.samples.values() if s), default=0.0)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    status: Status
+    eta_s: float | None  # seconds to drain at the measured rate
+    margin_s: float | None  # window end minus the finish time; negative: late by that much
+
+    def text(self) -> str:
+        if self.status == "at risk" and self.margin_s is not None:
+            return f"at risk: {_duration(-self.margin_s)} late"
+        if self.status == "on track" and self.margin_s is not None:
+            return f"on track: {_duration(self.margin_s)} spare"
+        return self.status
+
+
+def window_end(hhmm: str, now: datetime) -> datetime:
+    """The next ``HH:MM`` at or after ``now`` (06:00 asked at 23:00 is tomorrow's)."""
+    try:
+        hours, minutes = (int(x) for x in hhmm.split(":"))
+        at = time(hours, minutes)
+    except ValueError as exc:
+        raise ValueError(f"window end must be HH:MM, got {hhmm!r}") from exc
+    end = now.replace(hour=at.hour, minute=at.minute, second=0, microsecond=0)
+    return end if end >= now else end + timedelta(days=1)
+
+
+def verdict(behind: float, rate: float | None, now: datetime, end: datetime | None) -> Verdict:
+    if behind <= 0:
+        return Verdict("done", 0.0, None if end is None else (end - now).total_seconds())
+    if rate is None:
+        return Verdict("no rate yet", None, None)
+    if rate <= 0:
+        return Verdict("stalled", None, None)
+    eta_s = behind / rate
+    if end is None:
+        return Verdict("no window", eta_s, None)
+    margin_s = (end - now).total_seconds() - eta_s
+    return Verdict("on track" if margin_s >= 0 else "at risk", eta_s, margin_s)
+
+
+@dataclass(frozen=True)
+class GroupSummary:
+    stage: str
+    group: str
+    messages: int
+    audio_s: float | None
+    rate: float | None  # audio s/s when audio_s is known, else messages/s
+    rate_unit: str
+    verdict: Verdict
+
+
+def sample_key(row: PartitionBacklog) -> str:
+    return f"{row.group}|{row.topic}|{row.partition}"
+
+
+def record_samples(tracker: RateTracker, rows: Iterable[PartitionBacklog], t: float) -> None:
+    """Audio consumed where stamps exist; otherwise the committed offset (messages consumed)."""
+    for row in rows:
+        if row.consumed_audio_s is not None:
+            tracker.add(sample_key(row) + "|audio", t, row.consumed_audio_s)
+        if row.committed is not None:
+            tracker.add(sample_key(row) + "|offset", t, float(row.committed))
+
+
+def summarize(rows: list[PartitionBacklog], tracker: RateTracker, now: datetime,
+              end: datetime | None) -> list[GroupSummary]:
+    """One line per (stage, group): totals, the group's measured rate, its ETA and verdict."""
+    groups: dict[tuple[str, str], list[PartitionBacklog]] = {}
+    for row in rows:
+        groups.setdefault((row.stage, row.group), []).append(row)
+    out = []
+    for (stage, group), parts in groups.items():
+        messages = sum(p.messages for p in parts)
+        audio_known = all(p.audio_s is not None for p in parts)
+        audio_s = round(sum(p.audio_s or 0.0 for p in parts), 3) if audio_known else None
+        suffix, behind, unit = ("|audio", audio_s, "audio s/s") if audio_known else ("|offset", messages, "msg/s")
+        rates = [tracker.rate(sample_key(p) + suffix) for p in parts]
+        known = [r for r in rates if r is not None]
+        rate = sum(known) if known else None
+        out.append(GroupSummary(stage, group, messages, audio_s, rate, unit,
+                                verdict(float(behind or 0), rate, now, end)))
+    return out
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"

@@ -1,0 +1,123 @@
+"""Health endpoints and `callqa lag` on the real stack: a real router and ASR worker, real offsets."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from pipeline.adapters.kafka_admin import apply_catalog
+from pipeline.adapters.storage import storage_client
+from pipeline.catalog import load_catalog
+from pipeline.config import Settings
+from pipeline.ops.headers import Stamp
+from pipeline.stack.minio import prepare_bucket
+from tests import audio
+from tests.kafka_helpers import consume
+from tests.processes import callqa, spawn, stop
+
+pytestmark = pytest.mark.integration
+DURATIONS = [4.0, 6.5, 8.0, 5.25]
+
+
+@pytest.fixture
+def settings(stack_settings: Settings, unique: str) -> Settings:
+    cfg = stack_settings.model_copy(update={
+        "recordings_bucket": f"rec-{unique}", "topic_prefix": f"t{unique}.",
+        "arrivals_topic": stack_settings.topic("audio.arrivals")})
+    prepare_bucket(storage_client(cfg), cfg.recordings_bucket)
+    apply_catalog(cfg, load_catalog(cfg.bucket_names))
+    return cfg
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def get(port: int, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+    except OSError:
+        return 0, ""  # not listening yet
+
+
+def readiness_codes(port: int, timeout_s: float) -> list[int]:
+    """Every /readyz answer until the first 200 (0: not listening yet)."""
+    codes: list[int] = []
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and (not codes or codes[-1] != 200):
+        codes.append(get(port, "/readyz")[0])
+        time.sleep(0.1)
+    return codes
+
+
+def lag_json(settings: Settings, unique: str) -> dict:
+    result = callqa(settings, "lag", "--json", "--sample-s", "0", "--router-group", f"router-{unique}",
+                    "--qa-group", f"qa-{unique}", "--window-end", "06:00")
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def stage(data: dict, name: str) -> dict:
+    return next(s for s in data["stages"] if s["stage"] == name)
+
+
+def test_health_endpoints_and_lag_through_a_real_run(settings: Settings, unique: str, tmp_path: Path) -> None:
+    for i, d in enumerate(DURATIONS):
+        audio.write(tmp_path / "calls" / f"lag-{i}.wav", d, 16000)
+    assert callqa(settings, "ingest", str(tmp_path / "calls")).returncode == 0
+    router_port, worker_port = free_port(), free_port()
+    procs = [spawn(settings, tmp_path / "router.log", "router", "--app-id", f"router-{unique}",
+                   metrics_port=str(router_port))]
+    try:
+        codes = readiness_codes(router_port, 120)
+        assert 503 in codes and codes[-1] == 200, codes  # not ready before its partitions are assigned
+        assert codes.index(503) < codes.index(200)
+        status, body = get(router_port, "/healthz")
+        assert status == 200 and json.loads(body)["ok"]
+        status, metrics = get(router_port, "/metrics")
+        assert status == 200 and 'callqa_build_info{' in metrics and 'stage="router"' in metrics
+        assert get(router_port, "/nope")[0] == 404
+
+        routed = consume(settings, "audio.bucket.short", want=len(DURATIONS), timeout_s=120)
+        assert len(routed) == len(DURATIONS)
+        stamps = sorted(Stamp.from_headers(m.headers()).cum_calls for m in routed)  # the router stamps each
+        assert stamps[-1] >= 1
+        queued = stage(lag_json(settings, unique), "asr-short")
+        # Work queued, nobody consuming: every call and every audio second is behind.
+        assert queued["messages"] == len(DURATIONS)
+        assert queued["audio_s"] == pytest.approx(sum(DURATIONS), abs=0.01)
+        assert queued["status"] == "no rate yet"
+
+        procs.append(spawn(settings, tmp_path / "worker.log", "worker", "--bucket", "short", "--device", "cpu",
+                           "--instance-id", f"w-{unique}", asr_threads="1", metrics_port=str(worker_port)))
+        codes = readiness_codes(worker_port, 240)
+        assert codes[-1] == 200 and 503 in codes, codes
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            done = lag_json(settings, unique)
+            if stage(done, "asr-short")["messages"] == 0:
+                break
+            time.sleep(2)
+        short = stage(done, "asr-short")
+        assert (short["messages"], short["audio_s"], short["status"]) == (0, 0.0, "done")
+        # The rate is measured between the two runs' samples of the consumed audio.
+        assert short["rate"] is not None and short["rate"] > 0
+        parts = [p for p in done["partitions"] if p["stage"] == "asr-short"]
+        assert sum(p["consumed_audio_s"] or 0 for p in parts) == pytest.approx(sum(DURATIONS), abs=0.01)
+        _, worker_metrics = get(worker_port, "/metrics")
+        assert 'callqa_build_info{' in worker_metrics and "whisper-base" in worker_metrics
+        assert "callqa_backlog_messages{" in worker_metrics
+    finally:
+        for proc in procs:
+            stop(proc)

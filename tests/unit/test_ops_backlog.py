@@ -1,0 +1,107 @@
+"""Health state, progress stamps, backlog arithmetic, throughput and the night-window verdict (pure)."""
+
+from datetime import datetime, timedelta
+
+import pytest
+
+from pipeline.ops.backlog import PartitionPosition, partition_backlog
+from pipeline.ops.headers import AUDIO, CUM_AUDIO, PartitionProgress, Stamp, header, int_header
+from pipeline.ops.health import StageHealth
+from pipeline.ops.lag import RateTracker, record_samples, summarize, verdict, window_end
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_health_is_not_ready_before_assignment_and_not_live_when_the_loop_stops() -> None:
+    clock = Clock()
+    health = StageHealth("asr-short", liveness_limit_s=30, clock=clock)
+    assert not health.readiness().ok and health.readiness().status == 503
+    assert not health.liveness().ok  # never beat
+    health.assigned([("t", 0), ("t", 1)])
+    assert health.readiness().ok and health.liveness().ok
+    health.revoked([("t", 0)])
+    assert health.readiness().detail["assigned_partitions"] == 1
+    clock.t += 31
+    assert not health.liveness().ok and health.liveness().detail["last_beat_age_s"] == 31
+    health.replace_assignment([])
+    assert not health.readiness().ok and health.liveness().ok
+
+
+def test_stamps_round_trip_and_totals_resume_after_recovery() -> None:
+    progress = PartitionProgress()
+    first = progress.stamp("b", 0, 12.5)
+    second = progress.stamp("b", 0, 7.25)
+    assert (second.cum_audio_s, second.cum_calls, second.before_audio_s) == (19.75, 2, 12.5)
+    assert Stamp.from_headers(second.to_headers()) == second
+    assert Stamp.from_headers([(CUM_AUDIO, b"1.0")]) is None  # partial stamps are not stamps
+    restarted = PartitionProgress()
+    restarted.recover("b", 0, second)
+    restarted.recover("b", 0, first)  # an older stamp never moves totals back
+    assert restarted.stamp("b", 0, 1.0).cum_calls == 3
+    assert header({"x": b"1", AUDIO: b"2.5"}, AUDIO) == "2.5"
+    assert int_header([("callqa-redrive-attempt", b"nope")], "callqa-redrive-attempt") == 0
+
+
+def test_backlog_from_two_stamps_equals_the_sum_of_the_durations_between() -> None:
+    progress = PartitionProgress()
+    durations = [10.0, 20.0, 30.0, 40.0, 50.0]
+    stamps = [progress.stamp("b", 0, d) for d in durations]
+    # offsets 0..4 data, 5 a transaction marker: end (last stable offset) 6; the group committed 2
+    pos = PartitionPosition("b", 0, committed=2, low=0, end=6)
+    row = partition_backlog("asr-short", "g", pos, at_start=stamps[2], before_end=stamps[-1])
+    assert (row.messages, row.audio_s, row.consumed_audio_s, row.exact) == (3, 120.0, 30.0, True)
+    caught_up = partition_backlog("asr-short", "g", PartitionPosition("b", 0, 6, 0, 6), None, stamps[-1])
+    assert (caught_up.messages, caught_up.audio_s, caught_up.consumed_audio_s) == (0, 0.0, 150.0)
+    never_used = partition_backlog("asr-short", "g", PartitionPosition("b", 1, None, 0, 0), None, None)
+    assert (never_used.messages, never_used.audio_s, never_used.consumed_audio_s) == (0, 0.0, 0.0)
+    unstamped = partition_backlog("router", "g", PartitionPosition("a", 0, None, 4, 9), None, None)
+    assert (unstamped.messages, unstamped.audio_s, unstamped.exact) == (5, None, False)
+
+
+def test_rate_is_the_slope_over_the_window_and_a_reset_starts_over() -> None:
+    tracker = RateTracker(window_s=60, min_span_s=2)
+    tracker.add("k", 0.0, 0.0)
+    assert tracker.rate("k") is None
+    for t in range(10, 130, 10):
+        tracker.add("k", float(t), t * 5.0)
+    assert tracker.rate("k") == pytest.approx(5.0)
+    assert tracker.samples["k"][0][0] >= 60  # old samples dropped
+    tracker.add("k", 130.0, 1.0)  # offsets moved back (a reset): no negative rate
+    assert tracker.rate("k") is None
+
+
+def test_verdict_against_the_window_end() -> None:
+    now = datetime(2026, 11, 30, 23, 0)
+    end = window_end("06:00", now)
+    assert end == datetime(2026, 12, 1, 6, 0)
+    assert window_end("23:30", now) == datetime(2026, 11, 30, 23, 30)
+    on_track = verdict(3600 * 100, 20.0, now, end)  # 100 audio hours at 20x: 5 h, 2 h spare
+    assert on_track.status == "on track" and on_track.margin_s == pytest.approx(7200)
+    late = verdict(3600 * 200, 20.0, now, end)  # 10 h: 3 h late
+    assert late.status == "at risk" and late.text() == "at risk: 3h00m late"
+    assert verdict(0, None, now, end).status == "done"
+    assert verdict(10, 0.0, now, end).status == "stalled"
+    assert verdict(10, None, now, end).status == "no rate yet"
+    with pytest.raises(ValueError):
+        window_end("6am", now)
+
+
+def test_summary_sums_partitions_and_uses_measured_rates() -> None:
+    tracker = RateTracker(min_span_s=1)
+    t0 = datetime(2026, 11, 30, 23, 0)
+    rows = lambda consumed: [  # noqa: E731
+        partition_backlog("asr-short", "g", PartitionPosition("b", p, 0, 0, 10), Stamp(c + 1, 1, 1.0), Stamp(1000, 10, 1))
+        for p, c in enumerate(consumed)]
+    record_samples(tracker, rows([0.0, 0.0]), 0.0)
+    later = rows([100.0, 300.0])
+    record_samples(tracker, later, 10.0)
+    [summary] = summarize(later, tracker, t0 + timedelta(seconds=10), window_end("06:00", t0))
+    assert summary.rate == pytest.approx(40.0)  # (100 + 300) audio s in 10 s
+    assert summary.audio_s == pytest.approx(1600.0)
+    assert summary.verdict.status == "on track" and summary.verdict.eta_s == pytest.approx(40.0)
