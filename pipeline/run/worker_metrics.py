@@ -18,10 +18,10 @@ _ABORTS = Counter("callqa_asr_transaction_aborts_total", "Aborted transactions",
 _AUDIO_S = Counter("callqa_asr_audio_seconds_total", "Audio seconds transcribed", ["bucket"])
 _BUSY_S = Counter("callqa_asr_engine_busy_seconds_total", "Seconds the engine computed", ["bucket"])
 _WAIT_S = Counter("callqa_asr_storage_wait_seconds_total", "Seconds the engine waited on storage", ["bucket"])
-_FILL = Histogram("callqa_asr_batch_calls", "Calls per batch", ["bucket"], buckets=(1, 2, 4, 8, 16, 32, 64))
-_PADDING = Gauge("callqa_asr_padding_efficiency", "Speech seconds / padded seconds computed, last batch", ["bucket"])
-_RTFX = Gauge("callqa_asr_rtfx", "Audio seconds per wall second, last batch", ["bucket"])
-_LAG = Gauge("callqa_asr_consumer_lag", "Messages behind the high watermark", ["bucket", "partition"])
+_FILL = Histogram("callqa_asr_batch_calls", "Calls per batch (batch fill)", ["bucket"], buckets=(1, 2, 4, 8, 16, 32, 64))
+_PADDING = Gauge("callqa_asr_padding_efficiency_ratio", "Speech seconds / padded seconds computed, last batch", ["bucket"])
+_RTFX = Gauge("callqa_asr_rtfx_ratio", "Audio seconds per wall second (RTFx), last batch", ["bucket"])
+_LAG = Gauge("callqa_asr_consumer_lag_messages", "Messages behind the high watermark, after a commit", ["bucket", "partition"])
 _MEMORY = Gauge("callqa_asr_device_memory_bytes", "Device memory after the last batch", ["bucket", "kind"])
 
 
