@@ -79,7 +79,7 @@ def load_catalog(
             if "{bucket}" in entry["name"]
             else [entry["name"]]
         )
-        unknown = set(entry.get("values", [])) - set(EVENT_TYPES) - {"minio_event", "routed_marker"}
+        unknown = set(entry.get("values", [])) - set(EVENT_TYPES) - {"minio_event", "routed_marker", "handled_marker"}
         if unknown:
             raise ConfigError(f"topic {entry['name']}: unknown value types {sorted(unknown)}")
         for name in names:

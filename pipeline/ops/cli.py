@@ -86,5 +86,106 @@ def lag(
         reader.close()
 
 
+
+
+# --- dead letters ----------------------------------------------------------------------------
+
+dlq_app = typer.Typer(help="Dead letters: list, show, redrive (or park).", no_args_is_help=True)
+
+
+def _parse_time(value: Optional[str]) -> Optional[datetime]:
+    if value is None:
+        return None
+    parsed = datetime.fromisoformat(value)
+    return parsed if parsed.tzinfo else parsed.astimezone()  # local time when no zone is given
+
+
+def _selection(ids, reason, key, since, until, include_handled: bool):  # noqa: ANN001, ANN202
+    from pipeline.ops.dlq import Selection
+
+    return Selection(ids=frozenset(ids or ()), reasons=frozenset(reason or ()), key_patterns=tuple(key or ()),
+                     since=_parse_time(since), until=_parse_time(until), include_handled=include_handled)
+
+
+ReasonOpt = Annotated[Optional[list[str]], typer.Option(help="Only this reason code (repeatable).")]
+KeyOpt = Annotated[Optional[list[str]], typer.Option(help="Only original keys matching this glob (repeatable).")]
+SinceOpt = Annotated[Optional[str], typer.Option(help="Failed at or after (ISO 8601; local time without a zone).")]
+UntilOpt = Annotated[Optional[str], typer.Option(help="Failed before (ISO 8601).")]
+StageOpt = Annotated[Optional[list[str]], typer.Option(help="router | asr | qa (repeatable; default all).")]
+
+
+@dlq_app.command("list")
+def dlq_list(
+    reason: ReasonOpt = None, key: KeyOpt = None, since: SinceOpt = None, until: UntilOpt = None,
+    stage: StageOpt = None,
+    all_: Annotated[bool, typer.Option("--all", help="Include letters already redriven or parked.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Dead letters by topic, reason and time (open ones unless --all)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from pipeline.ops.dlq import summary_row
+    from pipeline.ops.dlq_kafka import read_letters
+
+    cfg = _settings()
+    selection = _selection(None, reason, key, since, until, all_)
+    rows = [summary_row(s) for s in read_letters(cfg, tuple(stage or ("router", "asr", "qa"))) if selection.matches(s)]
+    if as_json:
+        _echo_json(rows)
+        return
+    table = Table(title=f"{len(rows)} dead letter(s)", title_justify="left")
+    for column in ("id", "reason", "attempts", "key", "failed_at", "state", "message"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(row["id"], row["reason"], str(row["attempts"]), row["key"] or "", row["failed_at"],
+                      row["state"], row["message"][:80])
+    Console().print(table)
+
+
+@dlq_app.command("show")
+def dlq_show(letter_id: Annotated[str, typer.Argument(help="<dlq topic>:<partition>:<offset>, as listed.")]) -> None:
+    """One letter, with its original payload decoded."""
+    from pipeline.ops.dlq import decoded_payload, summary_row
+    from pipeline.ops.dlq_kafka import read_letters
+
+    cfg = _settings()
+    found = [s for s in read_letters(cfg) if s.id == letter_id]
+    if not found:
+        typer.echo(f"no letter {letter_id}", err=True)
+        raise typer.Exit(1)
+    _echo_json({**summary_row(found[0]), "original_payload": decoded_payload(found[0].letter)})
+
+
+@dlq_app.command("redrive")
+def dlq_redrive(
+    letter_id: Annotated[Optional[list[str]], typer.Option("--id", help="This letter (repeatable).")] = None,
+    reason: ReasonOpt = None, key: KeyOpt = None, since: SinceOpt = None, until: UntilOpt = None,
+    stage: StageOpt = None,
+    max_attempts: Annotated[Optional[int], typer.Option(help="Park at this many attempts (default: settings).")] = None,
+    dry_run: Annotated[bool, typer.Option(help="Show what would happen; change nothing.")] = False,
+) -> None:
+    """Send the selected letters' payloads back to their source topic (or park them at the maximum)."""
+    from pipeline.ops.dlq import plan_redrive
+    from pipeline.ops.dlq_kafka import execute, read_letters
+
+    cfg = _settings()
+    if not (letter_id or reason or key or since or until):
+        raise typer.BadParameter("select letters: --id, --reason, --key, --since or --until")
+    selection = _selection(letter_id, reason, key, since, until, False)
+    actions = plan_redrive(read_letters(cfg, tuple(stage or ("router", "asr", "qa"))), selection,
+                           max_attempts or cfg.dlq_max_attempts)
+    for action in actions:
+        target = f" -> {action.topic}[{action.partition}]" if action.kind == "redrive" else ""
+        typer.echo(f"{action.kind}: {action.stored.id} ({action.stored.letter.reason}, "
+                   f"key {action.stored.letter.original_key}){target}: {action.why}")
+    if not dry_run:
+        execute(cfg, actions)
+    counts = {k: sum(a.kind == k for a in actions) for k in ("redrive", "park", "skip")}
+    typer.echo(f"{'would redrive' if dry_run else 'redriven'} {counts['redrive']}, parked {counts['park']}, "
+               f"skipped {counts['skip']}")
+
+
 def register(app: typer.Typer) -> None:
     app.command("lag")(lag)
+    app.add_typer(dlq_app, name="dlq")

@@ -20,6 +20,8 @@ from pipeline.adapters.faust_app import create_faust_app, send_in_source_transac
 from pipeline.catalog import load_catalog
 from pipeline.stages.sizes import MessageLimits, too_large_letter
 from pipeline.logs import get_logger
+from pipeline.ops.dlq import with_attempts
+from pipeline.ops.headers import REDRIVE_ATTEMPT, int_header
 from pipeline.ops.health import StageHealth
 from pipeline.qa import QAEngine
 from pipeline.stages.qa import evaluate_payload
@@ -58,6 +60,7 @@ def create_app(settings: Settings, app_id: str = "callqa-qa", health: StageHealt
                                            limit_bytes=limits.limit("qa.findings"), payload=event.value,
                                            key=event.key, source=source)
             if isinstance(outcome, DeadLetter):
+                outcome = with_attempts(outcome, int_header(event.headers, REDRIVE_ATTEMPT))
                 await send_in_source_transaction(app, msg, dlq.get_topic_name(), event.key, encode(outcome))
                 DEAD.inc()
                 bound.warning("transcript_dead_lettered", reason=outcome.reason, message=outcome.message)

@@ -28,6 +28,7 @@ from pipeline.events import SourcePosition, encode
 from pipeline.adapters.faust_app import create_faust_app, send_in_source_transaction, watch_health
 from pipeline.logs import get_logger
 from pipeline.ops.headers import REDRIVE_ATTEMPT, REPLAY_GENERATION, int_header
+from pipeline.ops.dlq import with_attempts
 from pipeline.ops.health import StageHealth
 from pipeline.ops.lag_kafka import recover_progress
 from pipeline.stages.router import ArrivalRouter, Dead, Routed, Skipped
@@ -115,7 +116,7 @@ def create_app(settings: Settings, app_id: str = "callqa-router", health: StageH
                            out_partition=outcome.partition, duration_s=round(call.duration_s, 2),
                            probe_ms=call.probe_ms, total_ms=round((time.perf_counter() - started) * 1000, 2))
             elif isinstance(outcome, Dead):
-                letter = outcome.letter.model_copy(update={"attempts": attempt + 1}) if attempt else outcome.letter
+                letter = with_attempts(outcome.letter, attempt)
                 outcome = Dead(letter)
                 await send_in_source_transaction(app, msg, dlq.get_topic_name(), event.key, encode(letter), None)
                 DEAD.labels(outcome.letter.reason).inc()

@@ -34,6 +34,8 @@ from pipeline.errors import DecodeError
 from pipeline.events import DeadLetter, RoutedCall, SourcePosition, Transcript, decode, encode
 from pipeline.adapters.fetch import Failed, Fetcher, Ready
 from pipeline.logs import get_logger
+from pipeline.ops.dlq import with_attempts
+from pipeline.ops.headers import REDRIVE_ATTEMPT, int_header
 from pipeline.ops.health import StageHealth
 from pipeline.adapters.storage import MinioStore, storage_client
 from pipeline.stages.redaction import redact_transcript
@@ -305,7 +307,8 @@ class AsrWorker:
                     self._produce_transcript(ready, t, batch)
             for failed in batch.failed:
                 if _pos(failed.tag) in keep:
-                    self.producer.produce(self.dlq_topic, key=failed.tag.key(), value=encode(failed.letter))
+                    letter = with_attempts(failed.letter, int_header(failed.tag.headers(), REDRIVE_ATTEMPT))
+                    self.producer.produce(self.dlq_topic, key=failed.tag.key(), value=encode(letter))
             _with_deadline(self.producer.send_offsets_to_transaction,
                            [TopicPartition(t, p, o) for (t, p), o in offsets.items()],
                            self.consumer.consumer_group_metadata(), 30)
