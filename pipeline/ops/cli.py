@@ -189,3 +189,6 @@ def dlq_redrive(
 def register(app: typer.Typer) -> None:
     app.command("lag")(lag)
     app.add_typer(dlq_app, name="dlq")
+    from pipeline.ops.replay_cli import replay_app
+
+    app.add_typer(replay_app, name="replay")
