@@ -186,9 +186,61 @@ def dlq_redrive(
                f"skipped {counts['skip']}")
 
 
+# --- capacity planning -------------------------------------------------------------------------
+
+def _metric_sums(url: str) -> dict[str, float]:
+    """Every sample of a /metrics page summed by name over its labels."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(url, timeout=10) as resp:  # noqa: S310 - an operator-given URL
+        text = resp.read().decode()
+    sums: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            sums[sample.name] = sums.get(sample.name, 0.0) + sample.value
+    return sums
+
+
+def plan_cmd(
+    hours_per_day: Annotated[float, typer.Option(help="Audio hours recorded per day.")],
+    window: Annotated[str, typer.Option(help="The night window, e.g. 6h or 6h30m.")] = "6h",
+    rtfx_per_device: Annotated[Optional[float], typer.Option(help="Measured audio s per wall s of one device.")] = None,
+    from_metrics: Annotated[Optional[str], typer.Option(help="A running worker's /metrics URL to measure RTFx.")] = None,
+    margin: Annotated[float, typer.Option(help="Share of the window kept spare.")] = 0.3,
+    mix: Annotated[Optional[str], typer.Option(help="Audio share per bucket, e.g. short=0.1,medium=0.35,...")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Workers, accelerators and partitions per bucket to finish a day's audio inside the window."""
+    from dataclasses import asdict
+
+    from pipeline.ops.plan import parse_mix, parse_window, plan, rtfx_from_metrics
+
+    cfg = _settings()
+    if (rtfx_per_device is None) == (from_metrics is None):
+        raise typer.BadParameter("give one of --rtfx-per-device or --from-metrics")
+    try:
+        rtfx = rtfx_per_device or rtfx_from_metrics(_metric_sums(from_metrics))
+        result = plan(hours_per_day, parse_window(window), rtfx, parse_mix(mix, cfg.bucket_names), margin)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    if as_json:
+        _echo_json({**asdict(result), "busy_s": result.busy_s, "utilisation": result.utilisation})
+        return
+    typer.echo(f"{hours_per_day:g} audio h/day in a {window} window with {margin:.0%} spare, "
+               f"RTFx {rtfx:.1f} per device{' (measured from ' + from_metrics + ')' if from_metrics else ''}")
+    for b in result.buckets:
+        typer.echo(f"  {b.bucket:<7} {b.audio_h:>10.1f} audio h  {b.workers:>4} worker(s)/device(s)  "
+                   f"{b.partitions:>4} partitions")
+    typer.echo(f"total: {result.devices} device(s), one worker each; busiest bucket done in "
+               f"{result.busy_s / 3600:.2f} h ({result.utilisation:.0%} of the window)")
+
+
 def register(app: typer.Typer) -> None:
     app.command("lag")(lag)
     app.add_typer(dlq_app, name="dlq")
+    app.command("plan")(plan_cmd)
     from pipeline.ops.replay_cli import replay_app
 
     app.add_typer(replay_app, name="replay")

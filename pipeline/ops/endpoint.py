@@ -20,6 +20,9 @@ BACKLOG_AUDIO = Gauge("callqa_backlog_audio_seconds", "Audio seconds a stage's g
                       ["stage", "group"])
 BACKLOG_MESSAGES = Gauge("callqa_backlog_messages", "Messages a stage's group has not yet consumed",
                          ["stage", "group"])
+ASSIGNED = Gauge("callqa_assigned_partitions", "Input partitions assigned to this process (group membership)",
+                 ["stage"])
+LOOP_AGE = Gauge("callqa_loop_age_seconds", "Seconds since the stage's loop last turned", ["stage"])
 BACKLOG_AGE = Gauge("callqa_backlog_refreshed_timestamp_seconds", "When the backlog gauges were last refreshed",
                     ["stage", "group"])
 
@@ -30,6 +33,8 @@ def start_endpoint(settings: Settings, stage: str, specs: list | None = None,
     health = StageHealth(stage, settings.liveness_limit_s)
     BUILD.info({"version": package_version(), "schema": SCHEMA_VERSION, "stage": stage,
                 "model": settings.asr_model, "model_version": model_version or "n/a"})
+    ASSIGNED.labels(stage).set_function(lambda: len(health.partitions()))
+    LOOP_AGE.labels(stage).set_function(lambda: health.liveness().detail["last_beat_age_s"] or 0.0)
     if settings.metrics_port is None:
         return health
     from pipeline.ops.http import serve

@@ -1,0 +1,101 @@
+"""Capacity planning (pure): accelerators, workers and partitions to finish a day inside the window.
+
+Assumptions (printed by ``callqa plan`` and documented in the README):
+
+- the day's audio is known in hours (``--hours-per-day``), split over the duration buckets by an
+  audio-share mix (default :data:`DEFAULT_MIX`, or ``--mix short=0.1,...``);
+- one ASR worker per accelerator, and a worker's throughput is its measured RTFx (audio seconds
+  per wall second) on that bucket's calls: from the benchmark (``--rtfx-per-device``) or live from
+  a worker's ``/metrics`` (audio seconds transcribed over engine-busy seconds);
+- the work must fit in ``window * (1 - margin)``: the margin absorbs retries, redrives, a lost
+  node and the tail of the last long call;
+- a bucket topic needs at least as many partitions as workers, and twice that so it can scale out
+  without re-partitioning; never fewer than the catalog's 6.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+DEFAULT_MIX = {"short": 0.10, "medium": 0.35, "long": 0.45, "xlong": 0.10}  # share of audio seconds
+MIN_PARTITIONS = 6
+
+
+def parse_window(text: str) -> float:
+    """``6h``, ``90m``, ``6h30m`` or plain hours (``6``) → seconds."""
+    text = text.strip().lower()
+    if re.fullmatch(r"\d+(\.\d+)?", text):
+        return float(text) * 3600
+    match = re.fullmatch(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?", text)
+    if not match or not any(match.groups()):
+        raise ValueError(f"window must look like 6h, 90m or 6h30m, got {text!r}")
+    return float(match.group(1) or 0) * 3600 + float(match.group(2) or 0) * 60
+
+
+def parse_mix(text: str | None, buckets: tuple[str, ...]) -> dict[str, float]:
+    if not text:
+        mix = {b: DEFAULT_MIX.get(b, 0.0) for b in buckets}
+    else:
+        mix = {b: 0.0 for b in buckets}
+        for part in text.split(","):
+            name, _, share = part.partition("=")
+            if name.strip() not in mix:
+                raise ValueError(f"unknown bucket {name.strip()!r} in the mix; configured: {list(buckets)}")
+            mix[name.strip()] = float(share)
+    total = sum(mix.values())
+    if total <= 0:
+        raise ValueError("the mix gives no bucket any audio")
+    return {b: s / total for b, s in mix.items()}
+
+
+def rtfx_from_metrics(families: dict[str, float]) -> float:
+    """RTFx from a worker's counters: audio seconds transcribed / seconds the engine computed."""
+    audio = families.get("callqa_asr_audio_seconds_total", 0.0)
+    busy = families.get("callqa_asr_engine_busy_seconds_total", 0.0)
+    if audio <= 0 or busy <= 0:
+        raise ValueError("the metrics hold no transcribed audio yet (callqa_asr_audio_seconds_total is 0)")
+    return audio / busy
+
+
+@dataclass(frozen=True)
+class BucketPlan:
+    bucket: str
+    audio_h: float
+    workers: int
+    partitions: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    audio_h: float
+    window_s: float
+    margin: float
+    rtfx_per_device: float
+    devices: int
+    buckets: list[BucketPlan]
+
+    @property
+    def busy_s(self) -> float:
+        """Wall seconds the planned devices need for the day, each bucket on its own workers."""
+        return max((b.audio_h * 3600 / (b.workers * self.rtfx_per_device) for b in self.buckets if b.workers),
+                   default=0.0)
+
+    @property
+    def utilisation(self) -> float:
+        return self.busy_s / self.window_s
+
+
+def plan(hours_per_day: float, window_s: float, rtfx_per_device: float, mix: dict[str, float],
+         margin: float = 0.3) -> Plan:
+    if hours_per_day < 0 or window_s <= 0 or rtfx_per_device <= 0 or not 0 <= margin < 1:
+        raise ValueError("hours ≥ 0, window > 0, RTFx > 0 and 0 ≤ margin < 1 are needed")
+    usable_s = window_s * (1 - margin)
+    buckets = []
+    for bucket, share in mix.items():
+        audio_s = hours_per_day * 3600 * share
+        # Each bucket's group is served by its own workers: round up per bucket.
+        workers = math.ceil(audio_s / (rtfx_per_device * usable_s)) if audio_s > 0 else 0
+        buckets.append(BucketPlan(bucket, round(audio_s / 3600, 2), workers, max(MIN_PARTITIONS, 2 * workers)))
+    return Plan(hours_per_day, window_s, margin, rtfx_per_device, sum(b.workers for b in buckets), buckets)
