@@ -47,13 +47,15 @@ class PartitionBacklog:
     exact: bool  # messages from stamps (True) or from offsets (False)
 
 
-def partition_backlog(stage: str, group: str, pos: PartitionPosition,
-                      at_start: Stamp | None, before_end: Stamp | None) -> PartitionBacklog:
+def partition_backlog(stage: str, group: str, pos: PartitionPosition, at_start: Stamp | None,
+                      before_end: Stamp | None, stamped: bool = True) -> PartitionBacklog:
+    """``stamped``: the topic carries progress stamps (audio is known); else messages only."""
     common = dict(stage=stage, group=group, topic=pos.topic, partition=pos.partition,
                   committed=pos.committed, end=pos.end)
     if pos.offsets_behind == 0:
         consumed = before_end.cum_audio_s if before_end else (0.0 if pos.end == 0 else None)
-        return PartitionBacklog(**common, messages=0, audio_s=0.0, consumed_audio_s=consumed, exact=True)
+        return PartitionBacklog(**common, messages=0, audio_s=0.0 if stamped else None,
+                                consumed_audio_s=consumed if stamped else None, exact=True)
     if at_start is not None and before_end is not None and before_end.cum_calls >= at_start.cum_calls:
         return PartitionBacklog(**common, messages=before_end.cum_calls - at_start.before_calls,
                                 audio_s=round(before_end.cum_audio_s - at_start.before_audio_s, 3),

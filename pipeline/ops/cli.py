@@ -70,6 +70,8 @@ def lag(
             _echo_json(lag_view.as_json(rows, summaries, tracker, now, end, took))
             return
         console = Console()
+        if not console.is_terminal:
+            console = Console(width=max(console.width, 132))  # piped or logged: do not squeeze the table
         if not watch:
             console.print(lag_view.table(rows, summaries, tracker, now, end, took, partitions))
             return

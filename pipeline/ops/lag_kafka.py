@@ -175,7 +175,7 @@ class OffsetsReader:
                 if tp in (drained if spec.stamped else plain_drained):  # only transaction markers after the committed offset
                     pos = PartitionPosition(pos.topic, pos.partition, pos.end, pos.low, pos.end)
                 rows.append(partition_backlog(spec.stage, spec.group, pos, at_start.get(tp) if spec.stamped else None,
-                                              before_end.get(tp) if spec.stamped else None))
+                                              before_end.get(tp) if spec.stamped else None, spec.stamped))
         return rows
 
 

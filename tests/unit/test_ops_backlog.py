@@ -60,6 +60,8 @@ def test_backlog_from_two_stamps_equals_the_sum_of_the_durations_between() -> No
     assert (caught_up.messages, caught_up.audio_s, caught_up.consumed_audio_s) == (0, 0.0, 150.0)
     never_used = partition_backlog("asr-short", "g", PartitionPosition("b", 1, None, 0, 0), None, None)
     assert (never_used.messages, never_used.audio_s, never_used.consumed_audio_s) == (0, 0.0, 0.0)
+    caught_up_plain = partition_backlog("qa", "g", PartitionPosition("t", 0, 9, 0, 9), None, None, stamped=False)
+    assert (caught_up_plain.messages, caught_up_plain.audio_s) == (0, None)
     unstamped = partition_backlog("router", "g", PartitionPosition("a", 0, None, 4, 9), None, None)
     assert (unstamped.messages, unstamped.audio_s, unstamped.exact) == (5, None, False)
 
