@@ -6,6 +6,7 @@ Stops every child on SIGINT/SIGTERM, and everything if one of them dies.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -32,10 +33,14 @@ def run_local(settings: Settings, device: str = "cpu", log_dir: Path | None = No
     log_dir = log_dir or Path(settings.state_dir) / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     procs: dict[str, subprocess.Popen] = {}
-    for name, argv in stage_commands(settings, device, buckets).items():
+    for index, (name, argv) in enumerate(stage_commands(settings, device, buckets).items()):
+        env = None
+        if settings.metrics_port:  # one port each on this machine: metrics_port, +1, +2, ...
+            env = {**os.environ, "CALLQA_METRICS_PORT": str(settings.metrics_port + index)}
         with open(log_dir / f"{name}.log", "ab") as out:
-            procs[name] = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
-        log.info("stage_started", stage=name, pid=procs[name].pid, log=str(log_dir / f"{name}.log"))
+            procs[name] = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env)
+        log.info("stage_started", stage=name, pid=procs[name].pid, log=str(log_dir / f"{name}.log"),
+                 metrics_port=env["CALLQA_METRICS_PORT"] if env else None)
     stop = False
 
     def request_stop(*_: object) -> None:
