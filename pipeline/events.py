@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from pipeline.errors import DecodeError, SkipEvent
 
-SCHEMA_VERSION = "1.1"  # 1.1: optional replay_id on RoutedCall, Transcript, QAResult
+SCHEMA_VERSION = "1.1"  # 1.1: optional replay_id (RoutedCall, Transcript, QAResult); Transcript.redacted + pii
 SUPPORTED_MAJOR = 1
 
 Role = str  # "agent" | "customer" | "mixed", or an operator's own label
