@@ -6,16 +6,21 @@ share of them, the same conversation mixed to 16 kHz mono. English turns are
 spoken by espeak-ng, Mandarin turns are the neural-voice clips in
 tests/fixtures/zh. Every configuration runs on the same calls in one process:
 
-  callqa          this engine with its defaults (packed windows, timestamps; fp32 on CPU)
+  callqa          this engine with its defaults (packed, balanced windows; buckets every 1 s
+                  from 10 to 30 s; timestamps; fp32 on CPU)
   callqa-bf16     the same in bf16
   callqa-int8     fp32 with int8 dynamic quantisation of the linear layers
   callqa-30s      the same with every window padded to the full 30 s context
-  callqa-grid     the same with buckets every 2.5 s (the accelerator default)
+  callqa-3buckets the same with buckets of 10, 20 and 30 s only
+  callqa-floor5   the same with buckets every 1 s from 5 s
+  callqa-greedy   windows filled to 30 s in call order, not balanced
+  callqa-gap0.5   0.5 s of silence at joins instead of 0.3 s
   callqa-per-turn one window per turn (no packing): the baseline packing is measured against
   faster-whisper  CTranslate2 int8 (on CPU) with the same weights, greedy, its own silero VAD
 
 Timing covers decode-from-bytes, resampling, VAD and recognition; model load and one warm-up
 call are excluded, and the best of --repeats runs is kept (the build machines are shared).
+Process CPU time is reported beside wall time: on a shared machine it is the steadier figure.
 Memory is process RSS on CPU (device allocator figures on accelerators).
 
   python -m tools.bench_engine --minutes 8 --out bench.json              # CPU, this machine
@@ -49,7 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipeline.asr import Engine, EngineOptions, load_call_audio  # noqa: E402
 from pipeline.asr.audio import resample  # noqa: E402
-from pipeline.asr.engine import ACCELERATOR_BUCKETS_S, FULL_CONTEXT_S  # noqa: E402
+from pipeline.asr.engine import FULL_CONTEXT_S  # noqa: E402
 from pipeline.asr.text import normalize_en, normalize_zh  # noqa: E402
 
 RATE = 8_000
@@ -244,12 +249,11 @@ CONFIGS: dict[str, dict] = {
     "callqa-bf16": {"dtype": "bfloat16"},
     "callqa-int8": {"dtype": "float32", "quantize": "int8"},
     "callqa-30s": {"buckets_s": FULL_CONTEXT_S},
-    "callqa-grid": {"buckets_s": ACCELERATOR_BUCKETS_S},
+    "callqa-3buckets": {"buckets_s": (10.0, 20.0, 30.0)},
     "callqa-gap0.5": {"join_gap_s": 0.5},
     "callqa-per-turn": {"pack_windows": False},
     "callqa-greedy": {"balance_windows": False},
-    "callqa-grid1": {"buckets_s": tuple(float(s) for s in range(10, 31))},
-    "callqa-grid5": {"buckets_s": tuple(5.0 + 2.5 * i for i in range(11))},
+    "callqa-floor5": {"buckets_s": tuple(float(s) for s in range(5, 31))},
 }
 
 

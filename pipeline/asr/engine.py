@@ -39,13 +39,11 @@ from pipeline.asr.transcript import BatchStats, CallTranscript, EngineStats, Seg
 from pipeline.asr.vad import SileroVad, VadOptions
 from pipeline.stages.batching import BatchBudget, MixedBatch, plan_mixed
 
-# Packed windows are mostly 25-30 s; shorter buckets serve each channel's last window. Both
-# layouts measured within 0.5 points WER/CER of the full 30 s context (pipeline/asr/README.md).
-# On CPU the decoder's per-step cost hardly grows with rows, so fewer, fuller batches win: three
-# buckets ran 1.9x faster than a 2.5 s grid. Accelerators batch many windows per bucket anyway,
-# so there the grid's tighter padding (less encoder work) is kept.
-CPU_BUCKETS_S = (10.0, 20.0, 30.0)
-ACCELERATOR_BUCKETS_S = (10.0, 12.5, 15.0, 17.5, 20.0, 22.5, 25.0, 27.5, 30.0)
+# Each window is encoded at the smallest bucket that holds it and a batch is decoded together
+# whatever its buckets, so fine buckets cost the decoder nothing: a 1 s grid from 10 s wastes
+# little padding. Shortened contexts measured within 0.5 points WER/CER of the full 30 s one,
+# and 10 s is the floor (a 5 s floor was no more accurate; see pipeline/asr/README.md).
+BUCKETS_S = tuple(float(s) for s in range(10, 31))
 FULL_CONTEXT_S = (30.0,)
 MIN_PROGRESS_S = 0.5  # a resume point earlier than this means the decode made no progress
 Quantize = Literal["none", "int8"]
@@ -139,8 +137,7 @@ class Engine:
         self.model, self.tokenizer, self.device = model, tokenizer, device
         self.model_name, self.model_version = model_name, model_version
         self.budget = BatchBudget(opts.max_batch_items, opts.max_batch_audio_s)
-        default = CPU_BUCKETS_S if device.kind == "cpu" else ACCELERATOR_BUCKETS_S
-        self.buckets_s = tuple(sorted(opts.buckets_s or default))
+        self.buckets_s = tuple(sorted(opts.buckets_s or BUCKETS_S))
         if self.buckets_s[-1] > model.dims.n_audio_ctx * 2 / 100 or self.buckets_s[-1] < opts.vad.max_window_s:
             raise AsrError(f"largest bucket must be >= the VAD window limit and <= the model context: {self.buckets_s}")
         self.vad = SileroVad(opts.vad)
