@@ -125,6 +125,10 @@ class AsrWorker:
     # -- clients (created in the process that uses them, after any fork) -------------------
 
     def _connect(self) -> None:
+        self._new_consumer()
+        self._new_producer()
+
+    def _new_consumer(self) -> None:
         common = self.settings.kafka_common()
         self.consumer = Consumer({
             **common,
@@ -139,7 +143,21 @@ class AsrWorker:
         })
         self.consumer.subscribe([self.input_topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
                                 on_lost=self._on_revoke)
-        self._new_producer()
+
+    def _rejoin(self, err: KafkaError) -> None:
+        """A fatal consumer error (e.g. a static member fenced after a broker restart) ends that
+        consumer for good: drop what it fetched, and join again with a fresh one, which
+        resumes from the committed offsets. Batches in flight can no longer commit."""
+        log.warning("consumer_fatal", error=str(err))
+        assigned = {(tp.topic, tp.partition) for tp in self.consumer.assignment()}
+        self.checkpoint.revoke(assigned)
+        self.health.revoked(assigned)
+        self.pending.clear()
+        try:
+            self.consumer.close()
+        except KafkaException as exc:
+            log.warning("consumer_close_failed", error=str(exc))
+        self._new_consumer()
 
     def _new_producer(self) -> None:
         if self.producer is not None:
@@ -217,6 +235,9 @@ class AsrWorker:
             got = self.consumer.consume(self.opts.max_calls, timeout=max(0.0, deadline - time.monotonic()))
             for msg in got:
                 if msg.error():
+                    if msg.error().fatal():
+                        self._rejoin(msg.error())
+                        return []
                     if msg.error().code() != KafkaError._PARTITION_EOF:
                         log.warning("consume_error", error=str(msg.error()))
                     continue
@@ -281,14 +302,22 @@ class AsrWorker:
         """Keep the group membership alive while the engine computes; buffer what arrives."""
         assignment = self.consumer.assignment()
         self.consumer.pause(assignment)
+        fatal: KafkaError | None = None
         try:
             while not compute.done():
                 self.health.beat()
                 msg = self.consumer.poll(0.1)
-                if msg is not None and not msg.error():
+                if msg is None:
+                    continue
+                if not msg.error():
                     self.pending.append(self._queued(msg))  # from a partition assigned while paused
+                elif msg.error().fatal():
+                    fatal = msg.error()  # reported once: rejoin when the batch is done (it will not commit)
         finally:
-            self.consumer.resume(self.consumer.assignment())
+            if fatal is None:
+                self.consumer.resume(self.consumer.assignment())
+        if fatal is not None:
+            self._rejoin(fatal)
         return compute.result()
 
     def _commit(self, batch: _Prepared, transcripts: list[Transcript]) -> bool:
