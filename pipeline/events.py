@@ -153,6 +153,7 @@ class QAFinding(Contract):
     end_s: float | None = None
     evidence: str = ""
     message: str = ""
+    confidence: float | None = Field(default=None, ge=0, le=1)
 
 
 class QAResult(Event):
@@ -165,6 +166,7 @@ class QAResult(Event):
     pii: list[PIISpan] = Field(default_factory=list)
     redacted_segments: list[Segment] = Field(default_factory=list)
     rule_packs: list[str] = Field(default_factory=list)
+    no_speech: bool = False  # nothing was said in the call: it may not have connected
     evaluated_at: datetime = Field(default_factory=utc_now)
 
 

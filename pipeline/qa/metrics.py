@@ -43,6 +43,15 @@ def silences(call: CallText, min_s: float = 0.0) -> list[Interval]:
     return [(start, end) for start, end in gaps if end - start > min_s]
 
 
+def edge_silences(call: CallText, min_s: float) -> list[tuple[float, float, str]]:
+    """Silence before the first and after the last speech, longer than ``min_s``."""
+    speech = merge_intervals((s.start_s, s.end_s) for s in call.segments)
+    if not speech:
+        return []
+    edges = [(0.0, speech[0][0], "at the start"), (speech[-1][1], call.duration_s, "at the end")]
+    return [(a, b, where) for a, b, where in edges if b - a > min_s]
+
+
 def overlaps(call: CallText, min_s: float = 0.0) -> list[Interval]:
     """Stretches where two or more channels speak at once, longer than ``min_s`` (stereo only)."""
     if call.channels < 2:

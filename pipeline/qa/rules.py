@@ -64,6 +64,9 @@ class _PhraseRule(_Rule):
     exclude: list[Annotated[str, Field(min_length=1)]] = Field(
         default_factory=list, description='cancels a match it overlaps ("不保本" cancels "保本")'
     )
+    min_similarity: float | None = Field(
+        default=None, gt=0, le=1, description="fuzzy match at this similarity (0-1); None: exact only"
+    )
 
     @model_validator(mode="after")
     def _phrases_survive_normalisation(self) -> _PhraseRule:
@@ -104,6 +107,8 @@ class ForbiddenPhraseRule(_PhraseRule):
     kind: Literal["forbidden_phrase"]
     role: ScopeRole = "agent"
     category: Literal["mis_selling", "abuse", "other"] = "other"
+    ignore_negated: bool = Field(default=True, description='"we cannot promise guaranteed returns" is no promise')
+    ignore_questions: bool = Field(default=True, description='"is it risk free?" asks, it does not claim')
 
 
 class RequiredDisclosureRule(_PhraseRule):
@@ -113,6 +118,7 @@ class RequiredDisclosureRule(_PhraseRule):
     kind: Literal["required_disclosure"]
     role: ScopeRole = "agent"
     severity: Severity = "high"
+    min_similarity: float | None = Field(default=0.8, gt=0, le=1)
 
 
 class PIIRule(_Rule):
@@ -124,10 +130,14 @@ class PIIRule(_Rule):
 
 class LongSilenceRule(_Rule):
     """Dead air. A hold the agent announced ("请稍等", "please hold") may last up to ``max_hold_s``
-    (unlimited when not given) instead of ``max_silence_s``."""
+    (unlimited when not given) instead of ``max_silence_s``. A call with no speech at all is one
+    finding (it may not have connected), and then no rule judges what was not said."""
 
     kind: Literal["long_silence"]
     max_silence_s: float = Field(gt=0)
+    max_edge_silence_s: float | None = Field(
+        default=None, gt=0, description="also flag silence before the first / after the last speech"
+    )
     hold_phrases: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
     max_hold_s: float | None = Field(default=None, gt=0)
 
