@@ -177,7 +177,7 @@ def _talk_over(rule: TalkOverRule, ctx: CallContext) -> list[Finding]:
             end,
             f"both parties speaking for {end - start:.1f} s (limit {rule.max_overlap_s:g} s)",
         )
-        for start, end in metrics.overlaps(ctx.call, rule.max_overlap_s)
+        for start, end in metrics.overlaps(ctx.call, rule.max_overlap_s, rule.bridge_pause_s)
         if ctx.in_window(rule, start, end)
     ]
 

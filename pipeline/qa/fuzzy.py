@@ -21,7 +21,7 @@ from rapidfuzz.distance import Indel
 from pipeline.qa.normalize import is_cjk
 
 MIN_FUZZY_TOKENS = 3  # English words; Chinese phrases need MIN_FUZZY_CJK characters
-MIN_FUZZY_CJK = 4
+MIN_FUZZY_CJK = 3  # at a threshold above 2/3 a 3-character phrase must sound the same
 NEAR_WORD = 0.6  # English words at least this similar (Indel ratio) substitute cheaply
 
 _TOKEN = re.compile(r"[a-z0-9]+|[^\sa-z0-9]")

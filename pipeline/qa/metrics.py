@@ -52,14 +52,19 @@ def edge_silences(call: CallText, min_s: float) -> list[tuple[float, float, str]
     return [(a, b, where) for a, b, where in edges if b - a > min_s]
 
 
-def overlaps(call: CallText, min_s: float = 0.0) -> list[Interval]:
-    """Stretches where two or more channels speak at once, longer than ``min_s`` (stereo only)."""
+def overlaps(call: CallText, min_s: float = 0.0, bridge_s: float = 0.0) -> list[Interval]:
+    """Stretches where two or more channels speak at once, longer than ``min_s`` (stereo only).
+
+    A channel's pauses up to ``bridge_s`` are bridged: VAD and ASR split a turn at every
+    breath, and talking over someone does not stop while they take one.
+    """
     if call.channels < 2:
         return []
     per_channel = [
-        merge_intervals((s.start_s, s.end_s) for s in call.segments if s.channel == ch)
+        merge_intervals((s.start_s, s.end_s + bridge_s) for s in call.segments if s.channel == ch)
         for ch in sorted({s.channel for s in call.segments})
     ]
+    per_channel = [[(a, b - bridge_s) for a, b in spans] for spans in per_channel]
     found: list[Interval] = []
     for i, first in enumerate(per_channel):
         for second in per_channel[i + 1 :]:

@@ -34,6 +34,7 @@ _ZH_SMALL_UNITS = {"十": 10, "百": 100, "千": 1000}
 _ZH_BIG_UNITS = {"万": 10_000, "亿": 100_000_000}
 _ZH_NUMERAL_CHARS = frozenset(_ZH_DIGITS) | frozenset(_ZH_SMALL_UNITS) | frozenset(_ZH_BIG_UNITS)
 _MIN_ZH_DIGIT_RUN = 3
+_YAO_AFTER = frozenset("是号码:：")
 
 _EN_DIGITS = {
     "zero": "0", "oh": "0", "one": "1", "two": "2", "three": "3", "four": "4",
@@ -212,8 +213,22 @@ def _run_pieces(digits: list[tuple[str, int, int]], pieces: list[_Piece]) -> lis
     return [(d, pieces[start][1], pieces[end - 1][2]) for d, start, end in digits]
 
 
+def _yao_as_one(pieces: list[_Piece]) -> list[_Piece]:
+    """ASR writes the spoken 1 "幺" (yāo) as "要": read it as 1 where it opens a number
+    ("手机号是要81…": after 是/号/码/a colon, before two or more digits)."""
+    out = list(pieces)
+    for i, (ch, a, b) in enumerate(pieces):
+        if ch != "要" or i == 0 or pieces[i - 1][0] not in _YAO_AFTER:
+            continue
+        ahead = [p[0] for p in pieces[i + 1 : i + 3]]
+        if len(ahead) == 2 and all(c in _ZH_DIGITS or c.isdecimal() for c in ahead):
+            out[i] = ("幺", a, b)
+    return out
+
+
 def _convert_chinese_numerals(pieces: list[_Piece]) -> list[_Piece]:
     """Turn runs of Chinese numerals (digit by digit, or with 十百千万亿) into digits."""
+    pieces = _yao_as_one(pieces)
     runs: list[tuple[int, int]] = []
     i = 0
     while i < len(pieces):

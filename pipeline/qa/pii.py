@@ -32,6 +32,7 @@ PII_TYPES: tuple[PIIType, ...] = ("bank_card", "cn_resident_id", "phone")
 REDACTION_LABEL: dict[PIIType, str] = {"bank_card": "[CARD]", "cn_resident_id": "[ID]", "phone": "[PHONE]"}
 MAX_JOIN_GAP_S = 3.0  # a customer pausing mid-number splits it across segments
 MAX_NUMBER_DIGITS = 20  # longer than any card (19), resident ID (18) or E.164 number (15)
+MIN_NUMBER_DIGITS = 8  # shorter than any number taken (a '+' number of 8 digits)
 LIKELY_CONFIDENCE = 0.6  # a number taken by its shape, its checksum failed (ASR error)
 MAX_ABSORB_DIGITS = 24  # a hit swallows neighbouring digit groups up to this length
 
@@ -259,8 +260,14 @@ def _take_runs(
     i = 0
     while i < len(chain):
         taken = False
-        for j in range(_last_candidate(chain, i), i - 1, -1):
-            kind = classify("".join(g.digits for g in chain[i : j + 1]), chain[i], chain[j])
+        last = _last_candidate(chain, i)
+        digits = "".join(g.digits for g in chain[i : last + 1])  # one join per start, sliced below
+        cut = len(digits)
+        for j in range(last, i - 1, -1):
+            if cut < MIN_NUMBER_DIGITS:
+                break  # shorter still as j falls
+            kind = classify(digits[:cut], chain[i], chain[j])
+            cut -= len(chain[j].digits)
             if kind is not None:
                 found.append((i, j, kind))
                 i, taken = j + 1, True

@@ -145,6 +145,7 @@ class LongSilenceRule(_Rule):
 class TalkOverRule(_Rule):
     kind: Literal["talk_over"]
     max_overlap_s: float = Field(gt=0)
+    bridge_pause_s: float = Field(default=0.5, ge=0, description="a party's pauses up to this do not end a talk-over")
 
 
 class RateBounds(BaseModel):

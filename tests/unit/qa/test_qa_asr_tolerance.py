@@ -140,3 +140,18 @@ def test_silence_at_the_start_and_end_of_a_call():
     found = findings(rule, seg("agent", 25, 30, "hello"), seg("customer", 31, 33, "hi"), duration_s=60)
     assert [(f.start_s, f.end_s) for f in found] == [(0.0, 25.0), (33.0, 60.0)]
     assert findings({**rule, "max_edge_silence_s": None}, seg("agent", 25, 30, "hello"), duration_s=60) == []
+
+
+def test_talk_over_bridges_a_breath_between_segments():
+    rule = {"id": "over", "kind": "talk_over", "max_overlap_s": 3}
+    agent = [seg("agent", 10, 12.0, "I can see your account"), seg("agent", 12.3, 16, "and the charges")]
+    customer = seg("customer", 11, 15.0, "wait, I already told you")
+    assert [(f.start_s, f.end_s) for f in findings(rule, *agent, customer)] == [(11, 15.0)]
+    assert findings({**rule, "bridge_pause_s": 0}, *agent, customer) == []
+
+
+def test_homophones_of_a_forbidden_chinese_phrase():
+    rule = {**FORBIDDEN, "min_similarity": 0.85, "phrases": ["保本保息", "稳赚不赔"]}
+    assert len(findings(rule, seg("agent", 0, 5, "这个理财产品报本保溪。"))) == 1  # same pinyin
+    assert findings(rule, seg("agent", 0, 5, "这个产品不能报本保息。")) == []  # negated still
+    assert findings(rule, seg("agent", 0, 5, "这个理财产品保障很好。")) == []
