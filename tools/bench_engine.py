@@ -118,8 +118,8 @@ class Call:
 VOICES = ("en-us", "en-us+m3", "en-gb+f2", "en-us+f3")
 
 
-def espeak(text: str, voice: str = "en-us", words_per_min: int = 165) -> np.ndarray:
-    wav = subprocess.run(["espeak-ng", "-v", voice, "-s", str(words_per_min), "--stdout", text],
+def espeak(text: str, voice: str = "en-us") -> np.ndarray:
+    wav = subprocess.run(["espeak-ng", "-v", voice, "-s", "165", "--stdout", text],
                          check=True, capture_output=True).stdout
     samples, rate = sf.read(io.BytesIO(wav), dtype="float32")
     return soxr.resample(samples, rate, 16_000).astype(np.float32)

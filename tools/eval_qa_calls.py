@@ -97,8 +97,7 @@ def spoken(number: str, language: str, kind: str) -> str:
     if language == "zh":
         one = "幺" if kind == "mobile" else "一"
         return "，".join("".join(one if d == "1" else ZH_DIGITS[int(d)] if d.isdigit() else "叉" for d in g) for g in groups)
-    # one digit per sentence: espeak runs digit words together otherwise, and Whisper hears mush
-    return ". ".join(". ".join(EN_DIGITS[int(d)] if d.isdigit() else "X" for d in g) for g in groups)
+    return ", ".join(", ".join(EN_DIGITS[int(d)] if d.isdigit() else "X" for d in g) for g in groups)
 
 
 def make_scripts(seed: int, n_calls: int, silent_calls: int = 3) -> list[CallScript]:

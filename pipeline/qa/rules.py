@@ -191,6 +191,7 @@ class RulePack:
 
     names: tuple[str, ...]
     rules: tuple[Any, ...]  # each one of the Rule models
+    hotwords: tuple[str, ...] = ()  # terms that bias the recogniser (see hotword_prompt)
 
     def rule(self, rule_id: str) -> Any | None:
         return next((r for r in self.rules if r.id == rule_id), None)
@@ -208,11 +209,13 @@ def load_packs(paths: Iterable[str | Path] = (), *, include_default: bool = True
         ordered += sorted([*given.glob("*.yaml"), *given.glob("*.yml")]) if given.is_dir() else [given]
     if not ordered:
         raise RulePackError("no rule packs given")
+    hotwords: list[str] = []
     names: list[str] = []
     rules: dict[str, Any] = {}
     origin: dict[str, str] = {}
     for path in ordered:
-        name, disable, pack_rules = _read_pack(path)
+        name, disable, pack_rules, pack_hotwords = _read_pack(path)
+        hotwords.extend(w for w in pack_hotwords if w not in hotwords)
         for rule_id in disable:
             if rule_id not in rules:
                 raise RulePackError(f"{path}: disable: no earlier pack defines rule {rule_id!r}")
@@ -225,14 +228,22 @@ def load_packs(paths: Iterable[str | Path] = (), *, include_default: bool = True
                 )
             rules[rule.id], origin[rule.id] = rule, str(path)
         names.append(name)
-    return RulePack(names=tuple(names), rules=tuple(r for r in rules.values() if r.enabled))
+    return RulePack(
+        names=tuple(names), rules=tuple(r for r in rules.values() if r.enabled), hotwords=tuple(hotwords)
+    )
+
+
+def hotword_prompt(pack: RulePack) -> str | None:
+    """The recogniser's initial prompt from the packs' hotwords (None when there are none): the
+    terms as one comma-separated line, the way Whisper's prompts bias vocabulary and spelling."""
+    return "，".join(pack.hotwords) + "。" if pack.hotwords else None
 
 
 def parse_pack(data: Any, source: str = "<pack>") -> tuple[str, list[str], list[Any]]:
     """Validate one decoded pack mapping: (name, disabled ids, rules)."""
     if not isinstance(data, dict):
         raise RulePackError(f"{source}: a pack must be a mapping with a 'rules' list")
-    unknown = set(data) - {"pack", "version", "description", "disable", "rules"}
+    unknown = set(data) - {"pack", "version", "description", "disable", "rules", "hotwords"}
     if unknown:
         raise RulePackError(f"{source}: unknown top-level keys {sorted(unknown)}")
     name = data.get("pack")
@@ -255,7 +266,14 @@ def parse_pack(data: Any, source: str = "<pack>") -> tuple[str, list[str], list[
     return name, list(disable), rules
 
 
-def _read_pack(path: Path) -> tuple[str, list[str], list[Any]]:
+def _hotwords(data: Any, source: str) -> list[str]:
+    words = data.get("hotwords") or [] if isinstance(data, dict) else []
+    if not isinstance(words, list) or not all(isinstance(w, str) and w.strip() for w in words):
+        raise RulePackError(f"{source}: 'hotwords' must be a list of non-empty terms")
+    return [w.strip() for w in words]
+
+
+def _read_pack(path: Path) -> tuple[str, list[str], list[Any], list[str]]:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -264,7 +282,7 @@ def _read_pack(path: Path) -> tuple[str, list[str], list[Any]]:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise RulePackError(f"{path}: not valid YAML: {exc}") from exc
-    return parse_pack(data, str(path))
+    return (*parse_pack(data, str(path)), _hotwords(data, str(path)))
 
 
 def _parse_rule(raw: Any, index: int, source: str) -> Any:
