@@ -189,6 +189,11 @@ def main() -> None:
     print(f"{len(calls)} calls, {audio_s:.0f} s of audio, engine {asr_s:.0f} s on {args.device}")
     table = score(calls, results)
     print_table(table, args.seed)
+    for language in ("en", "zh"):
+        picked = [(c, r) for c, r in zip(calls, results, strict=True) if c.language == language]
+        by_kind = score([c for c, _ in picked], [r for _, r in picked])
+        print(f"  {language}: " + ", ".join(
+            f"{k} {c['tp']}/{c['tp'] + c['fn']} found, {c['fp']} false" for k, c in by_kind.items() if k != "no_speech"))
     if args.out:
         args.out.write_text(json.dumps([_dump(c, t, r) for c, t, r in zip(calls, transcripts, results, strict=True)],
                                        ensure_ascii=False, indent=1))

@@ -21,7 +21,8 @@ _EN_NEGATIONS = frozenset(
 )
 _ZH_NEGATIONS = ("不", "没", "无法", "未", "别", "并非", "绝非", "谈不上")
 _ZH_NOT_NEGATIONS = re.compile("不错|不过|不少|不仅|不但|不断|不用担心|没错|没问题")
-_ZH_QUESTION_END = re.compile(r"(吗|嘛|么|呢|吧)\s*$")
+_ZH_QUESTION_END = re.compile(r"(吗|嘛|么)\s*$")
+QUESTION_PARTICLE_WITHIN_CHARS = 4  # "保本吗", "是零风险的吗"; ASR runs sentences together without marks
 _ZH_A_NOT_A = re.compile(r"(是不是|有没有|能不能|会不会|可不可以|是否|保不保)")
 _EN_QUESTION_OPENING = re.compile(
     r"^\s*(is|are|was|were|do|does|did|can|could|will|would|should|is there|are there)\b",
@@ -57,7 +58,8 @@ def asked(text: str, start: int, end: int) -> bool:
     whole = before + phrase + after
     if re.search(r"[?？]\s*$", whole.strip()) or re.search(r"[?？]", after):
         return True
-    if _ZH_QUESTION_END.search(re.sub(r"[。！？!?.，,\s]+$", "", whole)):
+    near_end = re.split(r"[，,\s]", after, maxsplit=1)[0][: QUESTION_PARTICLE_WITHIN_CHARS + 1]
+    if _ZH_QUESTION_END.search(re.sub(r"[。！？!?.]+$", "", near_end)):
         return True
     if _ZH_A_NOT_A.search(before + phrase):
         return True

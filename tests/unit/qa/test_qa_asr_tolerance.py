@@ -155,3 +155,10 @@ def test_homophones_of_a_forbidden_chinese_phrase():
     assert len(findings(rule, seg("agent", 0, 5, "这个理财产品报本保溪。"))) == 1  # same pinyin
     assert findings(rule, seg("agent", 0, 5, "这个产品不能报本保息。")) == []  # negated still
     assert findings(rule, seg("agent", 0, 5, "这个理财产品保障很好。")) == []
+
+
+def test_a_question_particle_belongs_to_its_own_sentence():
+    # ASR runs sentences together without marks: "吧" / a later "吗" is not this phrase's question
+    assert len(findings(FORBIDDEN, seg("agent", 0, 5, "买这个产品零风险 保证收益 闭嘴 你有病吧"))) == 1
+    assert len(findings(FORBIDDEN, seg("agent", 0, 5, "这个产品保本 您还有别的问题吗"))) == 1
+    assert findings(FORBIDDEN, seg("agent", 0, 5, "这个产品是零风险的吗")) == []
