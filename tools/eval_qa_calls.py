@@ -34,8 +34,8 @@ EN = {
     "close": ["Is there anything else? Thank you for calling, goodbye."],
     "card": "My card number is {}.", "id": "My ID number is {}.", "mobile": "My mobile number is {}.",
     "long_customer": ["Wait, wait, I already told you twice that I never made that payment and I want my money back now."],
-    "long_agent": ["I can see your account here and I will go through the charges on your last statement one by one "
-                   "so that we can find the payment you are asking about."],
+    "long_agent": [("I can see your account here and I will go through the charges on your last statement one by one "
+                    "so that we can find the payment you are asking about.")],
 }
 ZH = {
     "greet": ["您好，我是客服专员小王，请问有什么可以帮您？"],
