@@ -205,16 +205,20 @@ def router_cmd(app_id: Annotated[str, typer.Option(help="Faust app id (the consu
 
 # --- ASR workers, QA stage, embedded mode -----------------------------------------------------
 
-def load_engine(cfg: Settings, device: str = "auto"):
+def load_engine(cfg: Settings, device: str = "auto", *, initial_prompt: str | None = None, hotwords: bool = True):
     """The engine with a model-batch budget fit for the device: 16 windows (480 padded seconds) on
-    CPU, where bigger batches buy nothing; 64 windows on an accelerator."""
+    CPU, where bigger batches buy nothing; 64 windows on an accelerator. The rule packs' hotwords
+    (if any) become the decoder's initial prompt."""
     from pipeline.asr import Engine, EngineOptions
     from pipeline.asr.devices import resolve_device
+    from pipeline.qa.rules import hotword_prompt, load_packs
 
     windows = 16 if resolve_device(device).kind == "cpu" else 64
+    prompt = initial_prompt or (hotword_prompt(load_packs(list(cfg.qa_rule_packs))) if hotwords else None)
     return Engine.load(EngineOptions(
         model=cfg.asr_model, cache_dir=cfg.cache_dir / "models", device=device, language=cfg.asr_language,
-        threads=cfg.asr_threads, max_batch_items=windows, max_batch_audio_s=30.0 * windows))
+        threads=cfg.asr_threads, max_batch_items=windows, max_batch_audio_s=30.0 * windows,
+        initial_prompt=prompt))
 
 
 @app.command("prepare-model")

@@ -155,6 +155,7 @@ class QAFinding(Contract):
     end_s: float | None = None
     evidence: str = ""
     message: str = ""
+    confidence: float | None = Field(default=None, ge=0, le=1)
 
 
 class QAResult(Event):
@@ -168,6 +169,7 @@ class QAResult(Event):
     redacted_segments: list[Segment] = Field(default_factory=list)
     rule_packs: list[str] = Field(default_factory=list)
     replay_id: str | None = Field(default=None, description="the QA replay's id, else the transcript's")
+    no_speech: bool = False  # nothing was said in the call: it may not have connected
     evaluated_at: datetime = Field(default_factory=utc_now)
 
 

@@ -48,6 +48,8 @@ class DecodeOptions:
     tokens_per_s / min_tokens: the per-window token cap (text and timestamps).
     compact_fraction: compact the cache when at least this share of the live
     rows has finished (0 compacts at every finish; 1 never compacts early).
+    prompt_tokens: text tokens of an initial prompt (hotwords), fed as
+    ``<|startofprev|> prompt <|startoftranscript|>``; empty: no prompt.
     """
 
     language: str | None = None
@@ -57,6 +59,7 @@ class DecodeOptions:
     min_tokens: int = 16
     compact_fraction: float = 0.25
     max_initial_timestamp_s: float = 1.0
+    prompt_tokens: tuple[int, ...] = ()
 
 
 @dataclass
@@ -142,7 +145,8 @@ class GreedyDecoder:
         masks = (self.suppress.to(device), self.suppress_begin.to(device), self.ts_index.to(device))
         self._fill_cross(memories, cache)
         results = [WindowDecode() for _ in range(n)]
-        sot = torch.full((n, 1), sp.sot, dtype=torch.long, device=device)
+        first = [sp.sot_prev, *self.opts.prompt_tokens, sp.sot] if self.opts.prompt_tokens else [sp.sot]
+        sot = torch.tensor([first] * n, dtype=torch.long, device=device)
         logits = self.model.decoder(sot, cache).float()
         stats.steps += 1
         stats.row_steps += n

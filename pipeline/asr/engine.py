@@ -75,6 +75,9 @@ class EngineOptions:
         kernels are chosen by row count, so a window's text would depend on its batch-mates), bf16
         on accelerators that support it, else fp16.
     quantize: int8 dynamic quantisation of the linear layers (CPU; off by default, see README).
+    initial_prompt: text the decoder sees as the previous window's (hotwords: product names,
+        disclosure wording); it biases spelling and vocabulary. Cut to its last tokens so the
+        prompt, the task tokens and ``max_new_tokens`` fit the text context.
     """
 
     model: str = "whisper-base"
@@ -102,6 +105,7 @@ class EngineOptions:
     no_speech_threshold: float = 0.6
     logprob_threshold: float = -1.0
     simplified_chinese: bool = True
+    initial_prompt: str | None = None
 
 
 @dataclass(frozen=True)
@@ -143,11 +147,13 @@ class Engine:
         self.vad = SileroVad(opts.vad)
         self.vad.regions(np.zeros(SAMPLE_RATE, dtype=np.float32))  # first-use costs at load, not per call
         self.mel = LogMel(model.dims.n_mels, device.torch_device)
+        prompt = _prompt_tokens(tokenizer, opts, model.dims.n_text_ctx)
         self.decoder = GreedyDecoder(model, tokenizer, DecodeOptions(
             language=opts.language, candidate_languages=opts.candidate_languages,
-            max_new_tokens=opts.max_new_tokens, compact_fraction=opts.compact_fraction))
+            max_new_tokens=opts.max_new_tokens, compact_fraction=opts.compact_fraction,
+            prompt_tokens=prompt))
         shapes = [BucketShape(b, self.budget.items_for(b)) for b in self.buckets_s]
-        max_tokens = 1 + PROMPT_TOKENS + opts.max_new_tokens
+        max_tokens = 1 + (len(prompt) + 1 if prompt else 0) + PROMPT_TOKENS + opts.max_new_tokens
         self.pool = MemoryPool(model.dims, shapes, max_tokens, device.torch_device, model.dtype)
         self.stats = EngineStats()
         self.last_batch_stats: list[BatchStats] = []
@@ -310,3 +316,14 @@ class Engine:
         return CallTranscript(call_id=call.call_id, segments=segments, languages=languages,
                               model_name=self.model_name, model_version=self.model_version,
                               timings=dict(timings), duration_s=call.duration_s)
+
+
+def _prompt_tokens(tokenizer: WhisperTokenizer, opts: EngineOptions, n_text_ctx: int) -> tuple[int, ...]:
+    """The initial prompt's tokens, its last ones kept where it is too long for the context."""
+    if not opts.initial_prompt or not opts.initial_prompt.strip():
+        return ()
+    if tokenizer.special.sot_prev < 0:
+        raise AsrError("this model's tokenizer has no <|startofprev|>: it cannot take an initial prompt")
+    room = min(n_text_ctx // 2 - 1, n_text_ctx - (2 + PROMPT_TOKENS + opts.max_new_tokens))
+    tokens = tokenizer.encode(" " + opts.initial_prompt.strip())
+    return tuple(tokens[-room:]) if room > 0 else ()

@@ -25,6 +25,7 @@ class SpecialTokens:
     no_timestamps: int
     timestamp_begin: int  # id of <|0.00|>; later ids step by 0.02 s
     languages: dict[str, int]  # "en" -> id of <|en|>
+    sot_prev: int = -1  # <|startofprev|>: opens an initial prompt
 
 
 class WhisperTokenizer:
@@ -46,6 +47,7 @@ class WhisperTokenizer:
             # tokenizer.json files often omit the 1501 timestamp tokens: they follow <|notimestamps|>
             timestamp_begin=self._tok.token_to_id("<|0.00|>") or self._id("<|notimestamps|>") + 1,
             languages=languages,
+            sot_prev=self._tok.token_to_id("<|startofprev|>") or -1,
         )
 
     def _id(self, token: str) -> int:

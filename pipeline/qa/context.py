@@ -56,6 +56,11 @@ class CallContext:
     pii: tuple[PIIHit, ...]
 
     @property
+    def has_speech(self) -> bool:
+        """False for a call whose transcript holds no words at all (dead line, no connection)."""
+        return any(p.norm.text.strip() for p in self.segments)
+
+    @property
     def roles_known(self) -> bool:
         """False for a mono call without diarisation: every segment is 'mixed'."""
         return any(p.segment.role in KNOWN_ROLES for p in self.segments)

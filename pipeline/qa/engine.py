@@ -67,10 +67,13 @@ class QAEngine:
         ctx = prepare(call, redacted, norms, hits)
         findings: list[Finding] = []
         for rule in self.pack.rules:
+            if not ctx.has_speech and _judges_absence(rule):
+                continue  # nothing was said, so nothing was left unsaid: the dead-air finding says it
             findings.extend(self._evaluators[rule.kind](rule, ctx))
         findings.sort(key=lambda f: (f.start_s if f.start_s is not None else -1.0, f.rule_id))
         return CallQAResult(
             call_id=call.call_id,
+            no_speech=not ctx.has_speech,
             agent_id=call.agent_id,
             score=score_findings(findings, self.pack),
             findings=tuple(findings),
@@ -87,6 +90,11 @@ class QAEngine:
 
     def _disclosure(self, rule: Any, ctx: CallContext) -> list[Finding]:
         return evaluate_disclosure(rule, self._matchers[rule.id], ctx)
+
+
+def _judges_absence(rule: Any) -> bool:
+    """Rules that flag what was not said (a disclosure, a none_of keyword)."""
+    return rule.kind == "required_disclosure" or getattr(rule, "match", None) == "none_of"
 
 
 def _metric_finding(
@@ -113,20 +121,29 @@ def _pii_rule(rule: PIIRule, ctx: CallContext) -> list[Finding]:
             and ctx.in_window(rule, hit.start_s, hit.end_s)
         ):
             segs = [ctx.segments[idx] for idx in dict.fromkeys(idx for idx, _, _ in hit.parts)]
-            finding = _metric_finding(
-                rule, hit.start_s, hit.end_s, f"{hit.type} spoken by the {hit.role}", hit.role
-            )
-            findings.append(_with_evidence(finding, evidence(segs)))
+            what = hit.type if hit.confidence >= 1.0 else f"likely {hit.type} (checksum failed)"
+            finding = _metric_finding(rule, hit.start_s, hit.end_s, f"{what} spoken by the {hit.role}", hit.role)
+            findings.append(_with(finding, evidence=evidence(segs), confidence=hit.confidence))
     return findings
 
 
-def _with_evidence(finding: Finding, text: str) -> Finding:
-    return Finding(**{**finding.__dict__, "evidence": text})
+def _with(finding: Finding, **changes: Any) -> Finding:
+    return Finding(**{**finding.__dict__, **changes})
 
 
 def _long_silence(rule: LongSilenceRule, ctx: CallContext) -> list[Finding]:
+    if not ctx.has_speech:
+        if ctx.call.duration_s <= 0:
+            return []
+        message = f"no speech in the whole call ({ctx.call.duration_s:.1f} s): it may not have connected"
+        return [_metric_finding(rule, 0.0, ctx.call.duration_s, message)]
     holds = [phrase_pattern(p) for p in rule.hold_phrases]
     findings = []
+    if rule.max_edge_silence_s is not None:
+        for start, end, where in metrics.edge_silences(ctx.call, rule.max_edge_silence_s):
+            if ctx.in_window(rule, start, end):
+                message = f"no speech for {end - start:.1f} s {where} (limit {rule.max_edge_silence_s:g} s)"
+                findings.append(_metric_finding(rule, start, end, message))
     for start, end in metrics.silences(ctx.call, rule.max_silence_s):
         if not ctx.in_window(rule, start, end):
             continue
@@ -160,7 +177,7 @@ def _talk_over(rule: TalkOverRule, ctx: CallContext) -> list[Finding]:
             end,
             f"both parties speaking for {end - start:.1f} s (limit {rule.max_overlap_s:g} s)",
         )
-        for start, end in metrics.overlaps(ctx.call, rule.max_overlap_s)
+        for start, end in metrics.overlaps(ctx.call, rule.max_overlap_s, rule.bridge_pause_s)
         if ctx.in_window(rule, start, end)
     ]
 

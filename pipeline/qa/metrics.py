@@ -43,14 +43,28 @@ def silences(call: CallText, min_s: float = 0.0) -> list[Interval]:
     return [(start, end) for start, end in gaps if end - start > min_s]
 
 
-def overlaps(call: CallText, min_s: float = 0.0) -> list[Interval]:
-    """Stretches where two or more channels speak at once, longer than ``min_s`` (stereo only)."""
+def edge_silences(call: CallText, min_s: float) -> list[tuple[float, float, str]]:
+    """Silence before the first and after the last speech, longer than ``min_s``."""
+    speech = merge_intervals((s.start_s, s.end_s) for s in call.segments)
+    if not speech:
+        return []
+    edges = [(0.0, speech[0][0], "at the start"), (speech[-1][1], call.duration_s, "at the end")]
+    return [(a, b, where) for a, b, where in edges if b - a > min_s]
+
+
+def overlaps(call: CallText, min_s: float = 0.0, bridge_s: float = 0.0) -> list[Interval]:
+    """Stretches where two or more channels speak at once, longer than ``min_s`` (stereo only).
+
+    A channel's pauses up to ``bridge_s`` are bridged: VAD and ASR split a turn at every
+    breath, and talking over someone does not stop while they take one.
+    """
     if call.channels < 2:
         return []
     per_channel = [
-        merge_intervals((s.start_s, s.end_s) for s in call.segments if s.channel == ch)
+        merge_intervals((s.start_s, s.end_s + bridge_s) for s in call.segments if s.channel == ch)
         for ch in sorted({s.channel for s in call.segments})
     ]
+    per_channel = [[(a, b - bridge_s) for a, b in spans] for spans in per_channel]
     found: list[Interval] = []
     for i, first in enumerate(per_channel):
         for second in per_channel[i + 1 :]:

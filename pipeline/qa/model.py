@@ -116,6 +116,7 @@ class Finding:
     end_s: float | None
     evidence: str
     message: str
+    confidence: float | None = None  # matches: 1.0 exact, lower for a fuzzy phrase or a likely number
 
 
 @dataclass(frozen=True)
@@ -139,6 +140,7 @@ class CallQAResult:
     pii: tuple[PIISpan, ...]
     redacted_segments: tuple[SegmentText, ...]
     rule_packs: tuple[str, ...] = ()
+    no_speech: bool = False  # nothing was said: the call may not have connected
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form with the field names of the ``qa.findings`` event."""
@@ -161,6 +163,7 @@ class CallQAResult:
                     SegmentText(**_pick(s, SegmentText)) for s in data.get("redacted_segments", ())
                 ),
                 rule_packs=tuple(data.get("rule_packs", ())),
+                no_speech=bool(data.get("no_speech", False)),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise CallTextError(f"not a QA result: {exc}") from exc

@@ -34,12 +34,15 @@ _ZH_SMALL_UNITS = {"十": 10, "百": 100, "千": 1000}
 _ZH_BIG_UNITS = {"万": 10_000, "亿": 100_000_000}
 _ZH_NUMERAL_CHARS = frozenset(_ZH_DIGITS) | frozenset(_ZH_SMALL_UNITS) | frozenset(_ZH_BIG_UNITS)
 _MIN_ZH_DIGIT_RUN = 3
+_YAO_AFTER = frozenset("是号码:：")
 
 _EN_DIGITS = {
     "zero": "0", "oh": "0", "one": "1", "two": "2", "three": "3", "four": "4",
     "five": "5", "six": "6", "seven": "7", "eight": "8", "nine": "9",
 }  # fmt: skip
 _EN_REPEAT = {"double": 2, "triple": 3}
+_EN_HOMOPHONES = {"for": "4", "to": "2", "too": "2", "ate": "8", "won": "1", "o": "0"}
+_RUN_GAP = re.compile(r" ?[,.;:/-] ?")  # "four, five" / "4. 5": a pause between groups
 _ASCII_WORD = re.compile(r"[a-z]+|[0-9]+")
 
 
@@ -131,7 +134,7 @@ def _squeeze_spaces(pieces: list[_Piece]) -> list[_Piece]:
 
 
 def _convert_english_digits(pieces: list[_Piece]) -> list[_Piece]:
-    """Turn runs of spoken English digits ("four five", "double five") into digits."""
+    """Turn runs of spoken English digits ("four five", "double five", "4 five 3") into digits."""
     text = "".join(s for s, _, _ in pieces)
     if len(text) != len(pieces) or not any(w in text for w in _EN_DIGITS):
         return pieces  # pieces are single characters at this stage; guard anyway
@@ -153,34 +156,54 @@ def _convert_english_digits(pieces: list[_Piece]) -> list[_Piece]:
     return out
 
 
+def _separator(text: str, end: int, start: int) -> str | None:
+    """How two words of a digit run are joined: "" (one space or hyphen: same group), " " (a
+    comma, full stop or pause: a new group), None (not part of one run)."""
+    gap = text[end:start]
+    if gap in (" ", "-"):
+        return ""
+    return " " if _RUN_GAP.fullmatch(gap) else None
+
+
 def _digit_word_run(
     words: list[tuple[str, int, int]], i: int, text: str
 ) -> tuple[int, list[tuple[str, int, int]]]:
-    """From word i, the end of a run of digit words joined by single spaces or hyphens."""
-    digits: list[tuple[str, int, int]] = []  # (digit string, text start, text end)
-    spoken = 0
+    """From word i, the end of a run of digit words and numerals, and its digit groups.
+
+    ASR writes spoken numbers as words, numerals or both ("four 5 three"), split by commas
+    and full stops; a homophone ("for", "to", "ate") counts only between two digits.
+    """
+    digits: list[tuple[str, int, int]] = []  # (digit string, text start, text end); " " = group break
+    spoken = numerals = 0
     j = i
     while j < len(words):
         word, start, end = words[j]
-        if j > i and text[words[j - 1][2] : start] not in (" ", "-"):
+        sep = "" if j == i else _separator(text, words[j - 1][2], start)
+        if sep is None:
             break
-        if word in _EN_REPEAT and j + 1 < len(words) and words[j + 1][0] in _EN_DIGITS:
-            nxt = words[j + 1]
-            if text[end : nxt[1]] not in (" ", "-"):
-                break
-            digits.append((_EN_DIGITS[nxt[0]] * _EN_REPEAT[word], start, nxt[2]))
+        nxt = words[j + 1] if j + 1 < len(words) else None
+        nxt_sep = None if nxt is None else _separator(text, end, nxt[1])
+        nxt_digit = nxt is not None and nxt_sep is not None and (nxt[0] in _EN_DIGITS or nxt[0].isdigit())
+        if word in _EN_REPEAT and nxt_digit and nxt is not None:
+            value = _EN_DIGITS.get(nxt[0], nxt[0])
+            token, end, step = value * _EN_REPEAT[word], nxt[2], 2
             spoken += 2
-            j += 2
-            continue
-        if word in _EN_DIGITS:
-            digits.append((_EN_DIGITS[word], start, end))
+        elif word in _EN_DIGITS:
+            token, step = _EN_DIGITS[word], 1
             spoken += 1
-        elif word.isdigit() and digits:
-            digits.append((word, start, end))
+        elif word.isdigit():
+            token, step = word, 1
+            numerals += 1
+        elif word in _EN_HOMOPHONES and digits and nxt_digit:
+            token, step = _EN_HOMOPHONES[word], 1
+            spoken += 1
         else:
             break
-        j += 1
-    if spoken < 2:
+        if sep and digits:
+            digits.append((" ", words[j - 1][2], start))
+        digits.append((token, start, end))
+        j += step
+    if spoken < 2 and not (spoken and numerals):
         return i, []
     return j, digits
 
@@ -190,32 +213,63 @@ def _run_pieces(digits: list[tuple[str, int, int]], pieces: list[_Piece]) -> lis
     return [(d, pieces[start][1], pieces[end - 1][2]) for d, start, end in digits]
 
 
+def _yao_as_one(pieces: list[_Piece]) -> list[_Piece]:
+    """ASR writes the spoken 1 "幺" (yāo) as "要": read it as 1 where it opens a number
+    ("手机号是要81…": after 是/号/码/a colon, before two digits) or sits between digits."""
+
+    def digit(k: int) -> bool:
+        return 0 <= k < len(pieces) and (pieces[k][0] in _ZH_DIGITS or pieces[k][0].isdecimal())
+
+    out = list(pieces)
+    for i, (ch, a, b) in enumerate(pieces):
+        if ch != "要" or i == 0:
+            continue
+        opens = pieces[i - 1][0] in _YAO_AFTER and digit(i + 1) and digit(i + 2)
+        if opens or (digit(i - 1) and digit(i + 1)):
+            out[i] = ("幺", a, b)
+    return out
+
+
 def _convert_chinese_numerals(pieces: list[_Piece]) -> list[_Piece]:
     """Turn runs of Chinese numerals (digit by digit, or with 十百千万亿) into digits."""
-    out: list[_Piece] = []
+    pieces = _yao_as_one(pieces)
+    runs: list[tuple[int, int]] = []
     i = 0
     while i < len(pieces):
         j = i
         # isdecimal, not isdigit: int() rejects digits such as "፩" that NFKC keeps.
         while j < len(pieces) and (pieces[j][0] in _ZH_NUMERAL_CHARS or pieces[j][0].isdecimal()):
             j += 1
-        if j == i:
-            out.append(pieces[i])
-            i += 1
-            continue
-        out.extend(_convert_zh_run(pieces[i:j]))
-        i = j
+        if j > i:
+            runs.append((i, j))
+        i = max(j, i + 1)
+    out: list[_Piece] = []
+    pos = 0
+    for n, (i, j) in enumerate(runs):
+        out.extend(pieces[pos:i])
+        grouped = (n > 0 and _only_gap(pieces, runs[n - 1][1], i)) or (
+            n + 1 < len(runs) and _only_gap(pieces, j, runs[n + 1][0])
+        )
+        out.extend(_convert_zh_run(pieces[i:j], grouped))
+        pos = j
+    out.extend(pieces[pos:])
     return out
 
 
-def _convert_zh_run(run: list[_Piece]) -> list[_Piece]:
+def _only_gap(pieces: list[_Piece], start: int, end: int) -> bool:
+    """A pause (one or two spaces or punctuation marks) between two numeral runs: "幺三，八一二三"
+    is one number, so the short run "幺三" is read as digits too."""
+    return 0 < end - start <= 2 and all(p[0] == " " or (len(p[0]) == 1 and _is_punct(p[0])) for p in pieces[start:end])
+
+
+def _convert_zh_run(run: list[_Piece], grouped: bool = False) -> list[_Piece]:
     chars = [s for s, _, _ in run]
     zh_count = sum(1 for c in chars if c in _ZH_NUMERAL_CHARS)
     if zh_count == 0:
         return run
     has_units = any(c in _ZH_SMALL_UNITS or c in _ZH_BIG_UNITS for c in chars)
     if not has_units:
-        if len(run) < _MIN_ZH_DIGIT_RUN and zh_count == len(run):
+        if len(run) < _MIN_ZH_DIGIT_RUN and zh_count == len(run) and not grouped:
             return run
         return [(str(_ZH_DIGITS[s]) if s in _ZH_DIGITS else s, a, b) for s, a, b in run]
     value = parse_chinese_number("".join(chars))

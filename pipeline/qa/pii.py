@@ -6,15 +6,23 @@ Detection runs on normalised text, so numbers spoken digit by digit ("六二二�
 of digit groups separated by spaces, dashes or commas — also across consecutive
 segments of the same channel and role when the pause is short. Candidates are
 validated (Luhn; ISO 7064 MOD 11-2 and a real birth date; phone numbering plans)
-to keep order numbers and amounts out. A hit reports type, role and time only —
-never the digits — and the original text range it covers, for redaction.
+to keep order numbers and amounts out.
+
+ASR mishears long numbers (a repeated digit merged, one dropped or doubled), so a
+run that fails its checksum is still taken when its shape says what it is: 13-19
+digits is a likely card (redaction fails closed on card-length runs), 17-19
+characters around a plausible birth date a likely resident ID, 10-12 digits
+starting 1[3-9] a likely CN mobile. Those hits carry a lower confidence; digit
+groups right next to a hit in the same run are masked with it. A hit reports type,
+role, time and confidence only — never the digits — and the original text range
+it covers, for redaction.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pipeline.qa.model import PIIType, SegmentText
@@ -24,12 +32,17 @@ PII_TYPES: tuple[PIIType, ...] = ("bank_card", "cn_resident_id", "phone")
 REDACTION_LABEL: dict[PIIType, str] = {"bank_card": "[CARD]", "cn_resident_id": "[ID]", "phone": "[PHONE]"}
 MAX_JOIN_GAP_S = 3.0  # a customer pausing mid-number splits it across segments
 MAX_NUMBER_DIGITS = 20  # longer than any card (19), resident ID (18) or E.164 number (15)
+MIN_NUMBER_DIGITS = 8  # shorter than any number taken (a '+' number of 8 digits)
+LIKELY_CONFIDENCE = 0.6  # a number taken by its shape, its checksum failed (ASR error)
+MAX_ABSORB_DIGITS = 24  # a hit swallows neighbouring digit groups up to this length
 
 _GROUP = re.compile(r"(?<![0-9a-z])(\+?)([0-9]+)(x?)(?![0-9a-z])")
 _ID_WEIGHTS = tuple(pow(2, 17 - i, 11) for i in range(17))
 _ID_CHECK = "10x98765432"
 _CN_MOBILE = re.compile(r"1[3-9][0-9]{9}")
 _NANP = re.compile(r"1?[2-9][0-9]{2}[2-9][0-9]{6}")
+_LIKELY_MOBILE = re.compile(r"(?:86)?1[3-9][0-9]{8,10}")
+_BIRTH_DATE = re.compile(r"(?:19|20)[0-9]{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12][0-9]|3[01])")
 
 
 def luhn_valid(digits: str) -> bool:
@@ -89,15 +102,31 @@ def classify_number(digits: str, *, plus: bool = False, x_suffix: bool = False) 
     return None
 
 
+def classify_likely(digits: str) -> PIIType | None:
+    """The type a number that failed its checks most likely is, from its shape alone."""
+    if len(set(digits)) < 3:  # "0000…", "7 7 7": a repetition loop, not a number
+        return None
+    # a digit dropped or doubled before the birth date moves it by one
+    if 17 <= len(digits) <= 19 and digits[0] in "12345678" and any(_BIRTH_DATE.match(digits, k) for k in (5, 6, 7)):
+        return "cn_resident_id"
+    if 13 <= len(digits) <= 19:
+        return "bank_card"
+    if _LIKELY_MOBILE.fullmatch(digits) and len(digits) in (10, 12, 13):
+        return "phone"
+    return None
+
+
 @dataclass(frozen=True)
 class PIIHit:
-    """One number found: its type, who said it, when, and the original text it covers."""
+    """One number found: its type, who said it, when, the original text it covers, and how
+    sure the detector is (1.0: it passed its checks; lower: taken by its shape)."""
 
     type: PIIType
     role: str
     start_s: float
     end_s: float
     parts: tuple[tuple[int, int, int], ...]  # (segment index, original start, original end)
+    confidence: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -125,9 +154,9 @@ def find_pii(
             for m in _GROUP.finditer(stream)
         ]
         for chain in _chains(groups, stream):
-            for first, last, kind in _take_numbers(chain):
+            for first, last, kind, confidence in _numbers_in_chain(chain):
                 if kind in types:
-                    hits.append(_hit(kind, first.start, last.end, segments, norms, offsets))
+                    hits.append(_hit(kind, first.start, last.end, segments, norms, offsets, confidence))
     return sorted(hits, key=lambda h: (h.start_s, h.type))
 
 
@@ -161,8 +190,67 @@ def _chains(groups: list[_Group], stream: str) -> list[list[_Group]]:
     return chains
 
 
+_Number = tuple[int, int, PIIType, float]  # first group, last group, type, confidence
+
+
+def _numbers_in_chain(chain: list[_Group]) -> list[tuple[_Group, _Group, PIIType, float]]:
+    """Checked numbers first, then likely ones in the groups left over, then the leftover
+    groups touching a number are masked with it. Each pass is linear in the chain."""
+    numbers: list[_Number] = [(a, b, kind, 1.0) for a, b, kind in _take_runs(chain, _checked)]
+    taken = [False] * len(chain)
+    for a, b, _, _ in numbers:
+        taken[a : b + 1] = [True] * (b - a + 1)
+    start = 0
+    while start < len(chain):
+        if taken[start]:
+            start += 1
+            continue
+        end = start
+        while end + 1 < len(chain) and not taken[end + 1]:
+            end += 1
+        for a, b, kind in _take_runs(chain[start : end + 1], _likely):
+            numbers.append((start + a, start + b, kind, LIKELY_CONFIDENCE))
+        start = end + 1
+    return [(chain[a], chain[b], kind, conf) for a, b, kind, conf in _absorb(sorted(numbers), chain)]
+
+
+def _absorb(numbers: list[_Number], chain: list[_Group]) -> list[_Number]:
+    """Fail closed: stray digit groups right before or after a number (a misheard digit split
+    off, a repeated one) are masked with it; a phone that grows to card length becomes a card."""
+    out: list[_Number] = []
+    for n, (a, b, kind, conf) in enumerate(numbers):
+        lo = out[-1][1] + 1 if out else 0
+        hi = numbers[n + 1][0] - 1 if n + 1 < len(numbers) else len(chain) - 1
+        length = sum(len(g.digits) for g in chain[a : b + 1])
+        while a > lo and length + len(chain[a - 1].digits) <= MAX_ABSORB_DIGITS:
+            a -= 1
+            length += len(chain[a].digits)
+        while b < hi and length + len(chain[b + 1].digits) <= MAX_ABSORB_DIGITS:
+            b += 1
+            length += len(chain[b].digits)
+        if kind == "phone" and length >= 13:
+            kind, conf = "bank_card", LIKELY_CONFIDENCE
+        out.append((a, b, kind, conf))
+    return out
+
+
+def _checked(digits: str, first: _Group, last: _Group) -> PIIType | None:
+    return classify_number(digits, plus=first.plus, x_suffix=last.x_suffix)
+
+
+def _likely(digits: str, first: _Group, last: _Group) -> PIIType | None:
+    return classify_likely(digits + ("x" if last.x_suffix else ""))
+
+
 def _take_numbers(chain: list[_Group]) -> list[tuple[_Group, _Group, PIIType]]:
-    """Left to right, the longest run of whole groups that validates as a personal number.
+    """Checked numbers only, as groups (first, last, type)."""
+    return [(chain[a], chain[b], kind) for a, b, kind in _take_runs(chain, _checked)]
+
+
+def _take_runs(
+    chain: list[_Group], classify: Callable[[str, _Group, _Group], PIIType | None]
+) -> list[tuple[int, int, PIIType]]:
+    """Left to right, the longest run of whole groups that ``classify`` names a type.
 
     No personal number has more than ``MAX_NUMBER_DIGITS`` digits and every group has at
     least one, so a run starting at group i ends within the next few groups: the search is
@@ -172,11 +260,16 @@ def _take_numbers(chain: list[_Group]) -> list[tuple[_Group, _Group, PIIType]]:
     i = 0
     while i < len(chain):
         taken = False
-        for j in range(_last_candidate(chain, i), i - 1, -1):
-            digits = "".join(g.digits for g in chain[i : j + 1])
-            kind = classify_number(digits, plus=chain[i].plus, x_suffix=chain[j].x_suffix)
+        last = _last_candidate(chain, i)
+        digits = "".join(g.digits for g in chain[i : last + 1])  # one join per start, sliced below
+        cut = len(digits)
+        for j in range(last, i - 1, -1):
+            if cut < MIN_NUMBER_DIGITS:
+                break  # shorter still as j falls
+            kind = classify(digits[:cut], chain[i], chain[j])
+            cut -= len(chain[j].digits)
             if kind is not None:
-                found.append((chain[i], chain[j], kind))
+                found.append((i, j, kind))
                 i, taken = j + 1, True
                 break
         if not taken:
@@ -201,6 +294,7 @@ def _hit(
     segments: Sequence[SegmentText],
     norms: Sequence[Normalized],
     offsets: list[tuple[int, int]],
+    confidence: float = 1.0,
 ) -> PIIHit:
     parts = []
     for seg_start, idx in offsets:
@@ -210,7 +304,7 @@ def _hit(
             o_start, o_end = norms[idx].original_span(lo - seg_start, hi - seg_start)
             parts.append((idx, o_start, o_end))
     first, last = segments[parts[0][0]], segments[parts[-1][0]]
-    return PIIHit(kind, first.role, first.start_s, last.end_s, tuple(parts))
+    return PIIHit(kind, first.role, first.start_s, last.end_s, tuple(parts), confidence)
 
 
 def redact_texts(segments: Sequence[SegmentText], hits: Sequence[PIIHit]) -> list[str]:

@@ -22,6 +22,7 @@ REPORT_TEMPLATE = """<!DOCTYPE html>
   {% endfor %}
   .call { border: 1px solid #e3e6eb; border-radius: 8px; padding: 8px 12px; margin: 12px 0; }
   .call h3 { margin: 4px 0 8px; font-size: 15px; } .evidence { color: #333; font-style: italic; }
+  .confidence { color: #666; font-size: 12px; }
   .charts { display: flex; flex-wrap: wrap; gap: 24px; } .chart { overflow-x: auto; }
   .scorebar { background: #e3e6eb; height: 8px; border-radius: 4px; width: 120px; display: inline-block; }
   .scorebar span { display: block; height: 8px; border-radius: 4px; background: #3d6fa8; }
@@ -84,7 +85,7 @@ REPORT_TEMPLATE = """<!DOCTYPE html>
 <tbody>
 {% for f in c.findings %}<tr><td>{{ f.when }}</td><td><code>{{ f.rule_id }}</code></td>
 <td><span class="sev sev-{{ f.severity }}">{{ f.severity }}</span></td><td>{{ f.role or "" }}</td>
-<td>{{ f.message }}{% if f.evidence %}<div class="evidence">“{{ f.evidence }}”</div>{% endif %}</td></tr>
+<td>{{ f.message }}{% if f.confidence is not none %} <span class="confidence">(confidence {{ "%.2f"|format(f.confidence) }})</span>{% endif %}{% if f.evidence %}<div class="evidence">“{{ f.evidence }}”</div>{% endif %}</td></tr>
 {% endfor %}
 </tbody>
 </table>

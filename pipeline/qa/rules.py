@@ -64,6 +64,9 @@ class _PhraseRule(_Rule):
     exclude: list[Annotated[str, Field(min_length=1)]] = Field(
         default_factory=list, description='cancels a match it overlaps ("不保本" cancels "保本")'
     )
+    min_similarity: float | None = Field(
+        default=None, gt=0, le=1, description="fuzzy match at this similarity (0-1); None: exact only"
+    )
 
     @model_validator(mode="after")
     def _phrases_survive_normalisation(self) -> _PhraseRule:
@@ -104,6 +107,8 @@ class ForbiddenPhraseRule(_PhraseRule):
     kind: Literal["forbidden_phrase"]
     role: ScopeRole = "agent"
     category: Literal["mis_selling", "abuse", "other"] = "other"
+    ignore_negated: bool = Field(default=True, description='"we cannot promise guaranteed returns" is no promise')
+    ignore_questions: bool = Field(default=True, description='"is it risk free?" asks, it does not claim')
 
 
 class RequiredDisclosureRule(_PhraseRule):
@@ -113,6 +118,7 @@ class RequiredDisclosureRule(_PhraseRule):
     kind: Literal["required_disclosure"]
     role: ScopeRole = "agent"
     severity: Severity = "high"
+    min_similarity: float | None = Field(default=0.8, gt=0, le=1)
 
 
 class PIIRule(_Rule):
@@ -124,10 +130,14 @@ class PIIRule(_Rule):
 
 class LongSilenceRule(_Rule):
     """Dead air. A hold the agent announced ("请稍等", "please hold") may last up to ``max_hold_s``
-    (unlimited when not given) instead of ``max_silence_s``."""
+    (unlimited when not given) instead of ``max_silence_s``. A call with no speech at all is one
+    finding (it may not have connected), and then no rule judges what was not said."""
 
     kind: Literal["long_silence"]
     max_silence_s: float = Field(gt=0)
+    max_edge_silence_s: float | None = Field(
+        default=None, gt=0, description="also flag silence before the first / after the last speech"
+    )
     hold_phrases: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
     max_hold_s: float | None = Field(default=None, gt=0)
 
@@ -135,6 +145,7 @@ class LongSilenceRule(_Rule):
 class TalkOverRule(_Rule):
     kind: Literal["talk_over"]
     max_overlap_s: float = Field(gt=0)
+    bridge_pause_s: float = Field(default=0.5, ge=0, description="a party's pauses up to this do not end a talk-over")
 
 
 class RateBounds(BaseModel):
@@ -180,6 +191,7 @@ class RulePack:
 
     names: tuple[str, ...]
     rules: tuple[Any, ...]  # each one of the Rule models
+    hotwords: tuple[str, ...] = ()  # terms that bias the recogniser (see hotword_prompt)
 
     def rule(self, rule_id: str) -> Any | None:
         return next((r for r in self.rules if r.id == rule_id), None)
@@ -197,11 +209,13 @@ def load_packs(paths: Iterable[str | Path] = (), *, include_default: bool = True
         ordered += sorted([*given.glob("*.yaml"), *given.glob("*.yml")]) if given.is_dir() else [given]
     if not ordered:
         raise RulePackError("no rule packs given")
+    hotwords: list[str] = []
     names: list[str] = []
     rules: dict[str, Any] = {}
     origin: dict[str, str] = {}
     for path in ordered:
-        name, disable, pack_rules = _read_pack(path)
+        name, disable, pack_rules, pack_hotwords = _read_pack(path)
+        hotwords.extend(w for w in pack_hotwords if w not in hotwords)
         for rule_id in disable:
             if rule_id not in rules:
                 raise RulePackError(f"{path}: disable: no earlier pack defines rule {rule_id!r}")
@@ -214,14 +228,22 @@ def load_packs(paths: Iterable[str | Path] = (), *, include_default: bool = True
                 )
             rules[rule.id], origin[rule.id] = rule, str(path)
         names.append(name)
-    return RulePack(names=tuple(names), rules=tuple(r for r in rules.values() if r.enabled))
+    return RulePack(
+        names=tuple(names), rules=tuple(r for r in rules.values() if r.enabled), hotwords=tuple(hotwords)
+    )
+
+
+def hotword_prompt(pack: RulePack) -> str | None:
+    """The recogniser's initial prompt from the packs' hotwords (None when there are none): the
+    terms as one comma-separated line, the way Whisper's prompts bias vocabulary and spelling."""
+    return "，".join(pack.hotwords) + "。" if pack.hotwords else None
 
 
 def parse_pack(data: Any, source: str = "<pack>") -> tuple[str, list[str], list[Any]]:
     """Validate one decoded pack mapping: (name, disabled ids, rules)."""
     if not isinstance(data, dict):
         raise RulePackError(f"{source}: a pack must be a mapping with a 'rules' list")
-    unknown = set(data) - {"pack", "version", "description", "disable", "rules"}
+    unknown = set(data) - {"pack", "version", "description", "disable", "rules", "hotwords"}
     if unknown:
         raise RulePackError(f"{source}: unknown top-level keys {sorted(unknown)}")
     name = data.get("pack")
@@ -244,7 +266,14 @@ def parse_pack(data: Any, source: str = "<pack>") -> tuple[str, list[str], list[
     return name, list(disable), rules
 
 
-def _read_pack(path: Path) -> tuple[str, list[str], list[Any]]:
+def _hotwords(data: Any, source: str) -> list[str]:
+    words = data.get("hotwords") or [] if isinstance(data, dict) else []
+    if not isinstance(words, list) or not all(isinstance(w, str) and w.strip() for w in words):
+        raise RulePackError(f"{source}: 'hotwords' must be a list of non-empty terms")
+    return [w.strip() for w in words]
+
+
+def _read_pack(path: Path) -> tuple[str, list[str], list[Any], list[str]]:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -253,7 +282,7 @@ def _read_pack(path: Path) -> tuple[str, list[str], list[Any]]:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise RulePackError(f"{path}: not valid YAML: {exc}") from exc
-    return parse_pack(data, str(path))
+    return (*parse_pack(data, str(path)), _hotwords(data, str(path)))
 
 
 def _parse_rule(raw: Any, index: int, source: str) -> Any:

@@ -48,3 +48,19 @@ def test_forced_language_skips_detection(engine, en_calls, en_batched):
         engine.decoder = detector
     assert forced.languages == {0: "en"} and forced.text == en_batched[0].text
     assert wrong.languages == {0: "zh"}
+
+
+def test_an_initial_prompt_biases_spelling_without_hurting_accuracy(en_clips, en_calls, zh_clips, zh_calls, en_batched):
+    # Hotwords reach the decoder as <|startofprev|> prompt <|startoftranscript|> …: the same
+    # speech is still transcribed as well, in the same language, with the prompt's spellings.
+    from pipeline.asr import Engine
+
+    from tests.unit.asr.conftest import ENGINE_OPTIONS
+
+    prompted = Engine.load(replace(ENGINE_OPTIONS, initial_prompt="Platinum Plus card, 尊享白金卡, this call is recorded."))
+    assert prompted.decoder.opts.prompt_tokens
+    en = prompted.transcribe_batch(en_calls)
+    zh = prompted.transcribe_batch(zh_calls[:8])
+    assert english_wer(en_clips, en) <= english_wer(en_clips, en_batched) + 0.02
+    assert mandarin_cer(zh_clips[:8], zh) <= 0.15
+    assert {r.languages[0] for r in en} == {"en"} and {r.languages[0] for r in zh} == {"zh"}

@@ -163,10 +163,15 @@ def test_pii_rule_and_redaction_everywhere():
         seg("agent", 6, 12, f"I'll repeat: {spoken_en(VISA_CARD)}"),
         seg("agent", 13, 16, f"卡号{spoken_zh(INVALID_CARD)}"),
     ))  # fmt: skip
-    assert [(p.type, p.role) for p in result.pii] == [("bank_card", "customer"), ("bank_card", "agent")]
-    (finding,) = result.findings
-    assert (finding.role, finding.start_s, finding.evidence) == ("agent", 6, "I'll repeat: [CARD]")
-    assert [s.text for s in result.redacted_segments[:2]] == ["卡号[CARD]", "I'll repeat: [CARD]"]
+    # the third number fails Luhn: still a (likely) card, masked and flagged with less confidence
+    assert [(p.type, p.role) for p in result.pii] == [
+        ("bank_card", "customer"), ("bank_card", "agent"), ("bank_card", "agent")
+    ]  # fmt: skip
+    exact, likely = result.findings
+    assert (exact.role, exact.start_s, exact.evidence, exact.confidence) == ("agent", 6, "I'll repeat: [CARD]", 1.0)
+    assert (likely.start_s, likely.evidence, likely.confidence) == (13, "卡号[CARD]", 0.6)
+    assert "likely bank_card" in likely.message
+    assert [s.text for s in result.redacted_segments] == ["卡号[CARD]", "I'll repeat: [CARD]", "卡号[CARD]"]
     dumped = json.dumps(result.to_dict(), ensure_ascii=False)
     assert VISA_CARD not in dumped and spoken_zh(VALID_CARD) not in dumped and "four five" not in dumped
 
@@ -255,6 +260,7 @@ def test_result_round_trips_through_json():
         "pii",
         "redacted_segments",
         "rule_packs",
+        "no_speech",
     }
 
 

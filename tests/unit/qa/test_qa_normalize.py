@@ -57,3 +57,14 @@ def test_digits_int_cannot_read_are_left_as_they_are():
     assert normalize("十፩").text == "10፩"
     assert normalize("一二፩三").text == "一二፩三"
     assert parse_chinese_number("十፩") is None
+
+
+def test_asr_spellings_of_spoken_digits():
+    assert normalize("我的手机号是要81，8222，2541").text == "我的手机号是181 8222 2541"  # 要 for 幺
+    assert normalize("我要81块").text == "我要81块"
+    assert normalize("手机号是要三七四要四零三六五四").text == "手机号是13741403654"  # and between digits
+    assert normalize("三个要五个").text == "三个要五个"
+    assert normalize("four, five. 3 nine").text == "4 5 39"
+    assert normalize("five for three").text == "543"  # a homophone between digits
+    assert normalize("I want to go for 2 days").text == "i want to go for 2 days"
+    assert normalize("幺三，八一二三").text == "13 8123"  # a short run beside a number

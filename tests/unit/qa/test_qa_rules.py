@@ -145,3 +145,20 @@ def test_a_phrase_of_punctuation_only_is_refused(tmp_path):
     path = write(tmp_path, "p.yaml", "pack: p\nrules:\n  - {id: dots, kind: keyword, phrases: ['!!']}\n")
     with pytest.raises(RulePackError, match="'dots'.*empty after normalisation"):
         load_packs([path], include_default=False)
+
+
+def test_hotwords_from_packs_become_one_prompt(tmp_path):
+    from pipeline.qa.rules import hotword_prompt
+
+    first = tmp_path / "a.yaml"
+    first.write_text("pack: a\nhotwords: [尊享白金卡, Platinum Plus]\nrules: []\n", encoding="utf-8")
+    second = tmp_path / "b.yaml"
+    second.write_text("pack: b\nhotwords: [Platinum Plus, 分期乐]\nrules: []\n", encoding="utf-8")
+    pack = load_packs([first, second], include_default=False)
+    assert pack.hotwords == ("尊享白金卡", "Platinum Plus", "分期乐")
+    assert hotword_prompt(pack) == "尊享白金卡，Platinum Plus，分期乐。"
+    assert hotword_prompt(load_packs([])) is None
+    bad = tmp_path / "c.yaml"
+    bad.write_text("pack: c\nhotwords: [ok, '']\nrules: []\n", encoding="utf-8")
+    with pytest.raises(RulePackError, match="hotwords"):
+        load_packs([bad], include_default=False)
