@@ -122,6 +122,7 @@ class PIISpan(Contract):
     role: Role
     start_s: float
     end_s: float
+    confidence: float = 1.0  # 1.0: passed its checksum; lower: taken by its shape (still masked)
 
 
 class Transcript(Event):

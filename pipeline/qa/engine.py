@@ -16,7 +16,7 @@ from typing import Any
 from pipeline.qa import metrics
 from pipeline.qa.context import CallContext, evidence, normalize_all, prepare
 from pipeline.qa.model import CallQAResult, CallText, Finding, PIISpan, PIIType, SegmentText, call_text_from
-from pipeline.qa.pii import PII_TYPES, find_pii, redact_texts
+from pipeline.qa.pii import PII_TYPES, PIIHit, find_pii, redact_texts
 from pipeline.qa.rules import (
     LongSilenceRule,
     PIIRule,
@@ -59,11 +59,13 @@ class QAEngine:
 
     def evaluate(self, call: CallText | Any) -> CallQAResult:
         """Findings, score and redacted segments of one call (a CallText or any Transcript-like object)."""
+        source = call
         if not isinstance(call, CallText):
             call = call_text_from(call)
         norms = normalize_all(call)
-        hits = find_pii(call.segments, norms, self.redact_types)
-        redacted = redact_texts(call.segments, hits)
+        found = find_pii(call.segments, norms, self.redact_types)
+        redacted = redact_texts(call.segments, found)
+        hits = found + _masked_before(source, call.segments, found)
         ctx = prepare(call, redacted, norms, hits)
         findings: list[Finding] = []
         for rule in self.pack.rules:
@@ -77,7 +79,7 @@ class QAEngine:
             agent_id=call.agent_id,
             score=score_findings(findings, self.pack),
             findings=tuple(findings),
-            pii=tuple(PIISpan(h.type, h.role, h.start_s, h.end_s) for h in hits),
+            pii=tuple(PIISpan(h.type, h.role, h.start_s, h.end_s, h.confidence) for h in hits),
             redacted_segments=tuple(
                 SegmentText(s.role, s.channel, s.start_s, s.end_s, text)
                 for s, text in zip(call.segments, redacted, strict=True)
@@ -90,6 +92,23 @@ class QAEngine:
 
     def _disclosure(self, rule: Any, ctx: CallContext) -> list[Finding]:
         return evaluate_disclosure(rule, self._matchers[rule.id], ctx)
+
+
+def _masked_before(source: Any, segments: Sequence[SegmentText], found: Sequence[PIIHit]) -> list[PIIHit]:
+    """The numbers a worker masked before publishing (a redacted Transcript lists them in ``pii``):
+    its text no longer holds them, so they are taken from that list, each covering the segments
+    of its speaker it overlaps. Numbers the text still shows (found again) are not doubled."""
+    if not getattr(source, "redacted", False):
+        return []
+    out = []
+    for span in getattr(source, "pii", None) or []:
+        if any(h.type == span.type and h.start_s < span.end_s and span.start_s < h.end_s for h in found):
+            continue
+        parts = tuple((i, 0, len(s.text)) for i, s in enumerate(segments)
+                      if s.role == span.role and s.start_s < span.end_s and span.start_s < s.end_s)
+        out.append(PIIHit(span.type, span.role, span.start_s, span.end_s, parts,
+                          getattr(span, "confidence", 1.0)))
+    return out
 
 
 def _judges_absence(rule: Any) -> bool:

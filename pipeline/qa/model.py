@@ -127,6 +127,7 @@ class PIISpan:
     role: str
     start_s: float
     end_s: float
+    confidence: float = 1.0
 
 
 @dataclass(frozen=True)

@@ -144,14 +144,15 @@ class EmbeddedRunner:
             if isinstance(result, DeadLetter):
                 letters.add(result)
                 continue
-            transcript = to_transcript(r.call, result, {"fetch_s": r.fetch_s})
+            # no clear-text PII at rest; QA sees what the distributed QA stage sees
+            transcript = redact_transcript(to_transcript(r.call, result, {"fetch_s": r.fetch_s}))
             if self.qa is not None:  # findings first: a transcript line marks the call done
                 outcome = evaluate_transcript(self.qa, transcript, encode(transcript), transcript.call_id.encode())
                 if isinstance(outcome, DeadLetter):
                     letters.add(outcome)  # the transcript is still kept, as on asr.transcripts
                 else:
                     _write(f_out, outcome, summary)
-            _write(t_out, redact_transcript(transcript), summary)  # no clear-text PII at rest
+            _write(t_out, transcript, summary)
             summary.transcribed += 1
             summary.audio_s += r.call.duration_s
 

@@ -27,9 +27,7 @@ def evaluate_transcript(engine: QAEngine, transcript: Transcript, payload: bytes
                         source: SourcePosition | None = None, replay_id: str | None = None) -> QAResult | DeadLetter:
     """``payload`` is the transcript as it arrived: a dead letter keeps it for a replay."""
     try:
-        result = engine.evaluate(transcript).to_dict()
-        if transcript.redacted and not result.get("pii"):  # the worker masked the numbers before us
-            result["pii"] = [span.model_dump() for span in transcript.pii]
+        result = engine.evaluate(transcript).to_dict()  # a redacted transcript's masked numbers count too
         return QAResult(**result, replay_id=replay_id or transcript.replay_id)
     except CallTextError as exc:
         return _letter("malformed_transcript", str(exc), payload, key, source)

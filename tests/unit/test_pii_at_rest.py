@@ -82,3 +82,21 @@ def test_stack_env_is_owner_only(tmp_path: Path) -> None:
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     write_env_file(path, {"s3_secret_key": "y"})  # rewritten: still 0600
     assert stat.S_IMODE(path.stat().st_mode) == 0o600 and "y" in path.read_text()
+
+
+def test_qa_finds_the_same_pii_in_the_redacted_transcript_as_in_the_raw_one() -> None:
+    from pipeline.qa import QAEngine
+
+    qa = QAEngine.from_paths()
+    raw = call(("my card is 4532 0151 1283 0366", 1.0, 5.0), ("and it is 4532 0151 1283 0367", 6.0, 9.0))
+    masked = redact_transcript(raw)
+    assert not any(ch.isdigit() for ch in text_of(masked))
+
+    def pii_findings(t: Transcript) -> list[tuple]:
+        result = qa.evaluate(t)
+        return sorted((f.rule_id, f.start_s, f.end_s, f.confidence) for f in result.findings if "pii" in f.rule_id
+                      or "card" in f.rule_id)
+
+    assert pii_findings(masked) == pii_findings(raw) and pii_findings(raw)
+    assert sorted((p.type, p.start_s, p.confidence) for p in qa.evaluate(masked).pii) == \
+        sorted((p.type, p.start_s, p.confidence) for p in qa.evaluate(raw).pii)
