@@ -159,7 +159,7 @@ def ingest(
     """Upload recordings with their metadata; MinIO then emits each arrival itself."""
     from pipeline.adapters import publisher as arrivals
     from pipeline.events import ObjectRef
-    from pipeline.adapters.storage import storage_client
+    from pipeline.adapters.minio_store import storage_client
 
     cfg = settings()
     common = {k: v for k, v in {"agent-id": agent_id, "roles": roles, "start-time": start_time}.items() if v}

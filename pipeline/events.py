@@ -63,8 +63,12 @@ class ObjectRef(Contract):
 
     @property
     def identity(self) -> str:
-        """What makes an arrival a duplicate: the same bucket, key and version (or content)."""
-        return f"{self.bucket}/{self.key}@{self.version_id or ''}#{self.etag or ''}"
+        """The de-dup identity: the same bucket, key and content (etag), else the same version.
+
+        Content first: an unchanged re-put in a versioned bucket is a new version with the
+        same etag. The router's markers and the embedded runner's resume both use this.
+        """
+        return f"{self.bucket}/{self.key}#{self.etag or self.version_id or ''}"
 
 
 class AudioArrived(Event):

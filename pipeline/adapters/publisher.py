@@ -18,9 +18,9 @@ from confluent_kafka import Producer
 from minio import Minio
 from minio.error import S3Error
 
+from pipeline.adapters.file_store import file_digest
 from pipeline.config import Settings
 from pipeline.events import AudioArrived, ObjectRef, encode
-from pipeline.adapters.storage import file_digest
 
 AUDIO_SUFFIXES = {".wav", ".flac", ".ogg", ".opus", ".mp3", ".aiff", ".aif", ".au", ".caf"}
 DIGEST_META = "content-sha256"
@@ -57,7 +57,7 @@ class ArrivalPublisher:
                               partition=sarama_partition(key, self.partitions), on_delivery=self._delivered)
         self.producer.poll(0)
 
-    def _delivered(self, err, msg) -> None:  # noqa: ANN001 (librdkafka callback)
+    def _delivered(self, err, msg) -> None:
         if err is not None:
             self._errors.append(f"{msg.key()!r}: {err}")
 

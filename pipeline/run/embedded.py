@@ -9,34 +9,41 @@ local files (or an ``s3://bucket/prefix``). Outputs in ``--out``:
 - ``dead_letters.jsonl`` — every file that could not be processed, with its reason;
 - ``summary.txt`` and ``report.html``.
 
-Outputs are appended and flushed batch by batch, so a rerun skips what is done. A call
-that makes the engine or the QA rules raise is dead-lettered (``asr_failed``, or the QA
-step's reason) and the run goes on, as in the distributed pipeline.
+Outputs are appended and flushed batch by batch, so a rerun skips what is done. This
+module only maps the stages' outcomes (:class:`~pipeline.stages.router.ArrivalRouter`,
+:class:`~pipeline.stages.asr.AsrStage`, :class:`~pipeline.stages.qa.QaStage`) to these
+files, so every failure gets the same reason as in the distributed pipeline.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-import orjson
-
-from pipeline.asr import CallTranscript, Engine
+from pipeline.adapters.fetch import Fetcher
+from pipeline.adapters.file_store import FileStore
+from pipeline.events import (
+    AudioArrived,
+    DeadLetter,
+    ObjectRef,
+    RoutedCall,
+    Transcript,
+    decode,
+    encode,
+)
+from pipeline.qa import CallQAResult, QAEngine, read_results_jsonl, write_report
+from pipeline.stages.asr import AsrBatch, AsrInput, AsrStage, SpeechEngine, Transcribed
 from pipeline.stages.batching import BatchBudget, plan_batches
-from pipeline.events import AudioArrived, DeadLetter, ObjectRef, RoutedCall, Transcript, decode, encode
-from pipeline.adapters.fetch import Failed, Fetcher, Ready
-from pipeline.qa import QAEngine, write_report
-from pipeline.qa.model import CallQAResult
-from pipeline.stages.qa import evaluate_transcript
+from pipeline.stages.outcomes import Dead
+from pipeline.stages.qa import Evaluated, QaStage
 from pipeline.stages.redaction import redact_transcript
-from pipeline.stages.router import ArrivalRouter, Dead, Routed
+from pipeline.stages.router import ArrivalRouter, Routed
 from pipeline.stages.routing import Buckets
-from pipeline.adapters.storage import FileStore, ObjectStore
-from pipeline.stages.transcript_event import to_transcript
+from pipeline.stages.storage import ObjectStore
 
 TRANSCRIPTS, FINDINGS, DEAD_LETTERS = "transcripts.jsonl", "findings.jsonl", "dead_letters.jsonl"
 
@@ -73,15 +80,22 @@ class RunSummary:
         return self.audio_s / self.wall_s if self.wall_s else 0.0
 
 
-Progress = Callable[[float, int], None]  # (audio seconds just finished, calls just finished)
+Progress = Callable[[Sequence[RoutedCall]], None]  # the calls just finished (transcribed or dead)
+
+
+def audio_ms(calls: Iterable[RoutedCall]) -> int:
+    """A progress bar's unit: whole milliseconds, so the finished parts add up to the total exactly."""
+    return sum(round(c.duration_s * 1000) for c in calls)
 
 
 class EmbeddedRunner:
-    def __init__(self, opts: RunOptions, store: ObjectStore, engine: Engine, qa: QAEngine | None) -> None:
-        self.opts, self.store, self.engine, self.qa = opts, store, engine, qa
+    def __init__(self, opts: RunOptions, store: ObjectStore, engine: SpeechEngine, qa: QAEngine | None) -> None:
+        self.opts, self.store = opts, store
         self.router = ArrivalRouter(store=store, buckets=opts.buckets, partitions_of=lambda bucket: 1,
                                     max_duration_s=opts.max_duration_s)
         self.fetcher = Fetcher(store)
+        self.asr = AsrStage(self.fetcher, engine)
+        self.qa = QaStage(qa) if qa is not None else None
 
     def route_all(self, refs: Iterable[ObjectRef], summary: RunSummary) -> tuple[list[RoutedCall], list[DeadLetter]]:
         """Probe every input; what is already transcribed (same content) is skipped."""
@@ -119,12 +133,9 @@ class EmbeddedRunner:
             for letter in dead:
                 letters.add(letter)
             for batch in self._batches(routed):
-                results = self.fetcher.fetch_all([(c.call_id, c, encode(c), None) for c in batch])
-                ready = [r for r in results if isinstance(r, Ready)]
-                for failed in (r for r in results if isinstance(r, Failed)):
-                    letters.add(failed.letter)
-                self._transcribe(ready, t_out, f_out, letters, summary)
-                on_done(sum(c.duration_s for c in batch), len(batch))
+                inputs = [AsrInput.of(c.call_id, encode(c), c.call_id.encode()) for c in batch]
+                self.process(inputs, t_out, f_out, letters, summary)
+                on_done(batch)
         summary.wall_s = time.perf_counter() - started
         self._finish(summary)
         return summary
@@ -136,51 +147,34 @@ class EmbeddedRunner:
             for batch in plan_batches(members, self.opts.budget):
                 yield list(batch.items)
 
-    def _transcribe(self, ready: list[Ready], t_out: IO[bytes], f_out: IO[bytes], letters: _DeadLetters,
-                    summary: RunSummary) -> None:
-        if not ready:
-            return
-        for r, result in zip(ready, self._engine_results(ready, summary)):
-            if isinstance(result, DeadLetter):
-                letters.add(result)
+    def process(self, inputs: list[AsrInput[str]], t_out: IO[bytes], f_out: IO[bytes], letters: _DeadLetters,
+                summary: RunSummary) -> None:
+        """One batch of routed-call events through the ASR and QA stages, outcomes to the files."""
+        batch: AsrBatch[str] = self.asr.transcribe(self.asr.prepare(inputs))
+        summary.speech_s += sum(b.speech_s for b in batch.stats)
+        summary.padded_s += sum(b.computed_s for b in batch.stats)
+        for outcome in batch.outcomes:
+            if isinstance(outcome, Dead):
+                letters.add(outcome.letter)
                 continue
-            # no clear-text PII at rest; QA sees what the distributed QA stage sees
-            transcript = redact_transcript(to_transcript(r.call, result, {"fetch_s": r.fetch_s}))
-            if self.qa is not None:  # findings first: a transcript line marks the call done
-                outcome = evaluate_transcript(self.qa, transcript, encode(transcript), transcript.call_id.encode())
-                if isinstance(outcome, DeadLetter):
-                    letters.add(outcome)  # the transcript is still kept, as on asr.transcripts
-                else:
-                    _write(f_out, outcome, summary)
-            _write(t_out, transcript, summary)
-            summary.transcribed += 1
-            summary.audio_s += r.call.duration_s
+            self._keep(outcome, t_out, f_out, letters, summary)
 
-    def _engine_results(self, ready: list[Ready], summary: RunSummary) -> list[CallTranscript | DeadLetter]:
-        """The batch's results; if the batch raises, each call again alone to find the one at fault."""
-        try:
-            results: list[CallTranscript | DeadLetter] = list(self.engine.transcribe_batch([r.audio for r in ready]))
-        except Exception:  # noqa: BLE001 - one bad call must not stop the run (the worker does the same)
-            return [self._alone(r, summary) for r in ready]
-        self._count_padding(summary)
-        return results
-
-    def _alone(self, r: Ready, summary: RunSummary) -> CallTranscript | DeadLetter:
-        try:
-            result = self.engine.transcribe(r.audio)
-        except Exception as exc:  # noqa: BLE001 - this call only
-            return DeadLetter.of(payload=encode(r.call), key=r.call.call_id.encode(), reason="asr_failed",
-                                 message=repr(exc), stage="asr")
-        self._count_padding(summary)
-        return result
-
-    def _count_padding(self, summary: RunSummary) -> None:
-        summary.speech_s += sum(b.speech_s for b in self.engine.last_batch_stats)
-        summary.padded_s += sum(b.computed_s for b in self.engine.last_batch_stats)
+    def _keep(self, done: Transcribed[str], t_out: IO[bytes], f_out: IO[bytes], letters: _DeadLetters,
+              summary: RunSummary) -> None:
+        transcript = done.transcript
+        if self.qa is not None:  # findings first: a transcript line marks the call done
+            outcome = self.qa.evaluate(transcript, encode(transcript), transcript.call_id.encode())
+            if isinstance(outcome, Evaluated):
+                _write(f_out, outcome.result, summary)
+            else:
+                letters.add(outcome.letter)  # the transcript is still kept, as on asr.transcripts
+        _write(t_out, redact_transcript(transcript), summary)  # no clear-text PII at rest
+        summary.transcribed += 1
+        summary.audio_s += done.call.duration_s
 
     def _finish(self, summary: RunSummary) -> None:
         out = self.opts.out_dir
-        results = [CallQAResult.from_dict(orjson.loads(line)) for line in _lines(out / FINDINGS)]
+        results = read_results_jsonl(line.decode() for line in _lines(out / FINDINGS))
         if self.qa is not None:
             write_report(out / "report.html", results)
         dead = [decode(line, DeadLetter) for line in _lines(out / DEAD_LETTERS)]
@@ -213,8 +207,7 @@ def _done_identities(path: Path) -> dict[str, float]:
     """Dedup keys (as the routing stage computes them) of calls already transcribed."""
     done = {}
     for line in _lines(path):
-        t = decode(line, Transcript)
-        done[f"{t.object.bucket}/{t.object.key}#{t.object.etag or t.object.version_id or ''}"] = 0.0
+        done[decode(line, Transcript).object.identity] = 0.0
     return done
 
 
@@ -279,8 +272,8 @@ def local_call_ids(paths: list[str]) -> dict[str, str]:
 
 def input_refs(paths: list[str], settings: Any) -> tuple[ObjectStore, list[ObjectRef]]:
     """Local files and folders, or one ``s3://bucket/prefix`` (listed through the configured endpoint)."""
+    from pipeline.adapters.minio_store import MinioStore, storage_client
     from pipeline.adapters.publisher import find_recordings
-    from pipeline.adapters.storage import FileStore, MinioStore, storage_client
 
     remote = [p for p in paths if p.startswith("s3://")]
     if remote:
@@ -296,7 +289,7 @@ def input_refs(paths: list[str], settings: Any) -> tuple[ObjectStore, list[Objec
     return FileStore(), [FileStore.ref_for(p) for p in find_recordings([Path(p) for p in paths])]
 
 
-def run_paths(settings: Any, paths: list[str], out_dir: Path, metadata: dict[str, str], engine: Engine,
+def run_paths(settings: Any, paths: list[str], out_dir: Path, metadata: dict[str, str], engine: SpeechEngine,
               max_calls: int, max_audio_s: float, with_qa: bool) -> RunSummary:
     """The ``callqa run`` job, with a progress bar of audio hours, throughput and ETA."""
     from tqdm import tqdm
@@ -309,14 +302,15 @@ def run_paths(settings: Any, paths: list[str], out_dir: Path, metadata: dict[str
     bars: list[tqdm] = []
 
     def progress(calls: list[RoutedCall]) -> Progress:
-        total_s = sum(c.duration_s for c in calls)
-        # The rate shown is audio seconds per wall second: the real-time factor (RTFx).
-        bar = tqdm(total=total_s, unit="audio-s", dynamic_ncols=True,
-                   desc=f"{len(calls)} calls, {total_s / 3600:.2f} audio-h",
+        total_ms = audio_ms(calls)
+        # Counted in whole milliseconds (shown as seconds): float sums in another order overshot
+        # the total. The rate shown is audio seconds per wall second: the real-time factor (RTFx).
+        bar = tqdm(total=total_ms, unit="audio-s", unit_scale=1 / 1000, dynamic_ncols=True,
+                   desc=f"{len(calls)} calls, {total_ms / 3_600_000:.2f} audio-h",
                    bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total:.0f} audio-s "
                               "[{elapsed}<{remaining}, {rate_fmt}]")
         bars.append(bar)
-        return lambda audio_s, n: bar.update(audio_s)
+        return lambda done: bar.update(audio_ms(done))
 
     try:
         return EmbeddedRunner(opts, store, engine, qa).run(refs, progress)

@@ -10,21 +10,23 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Literal
 
 import faust
 from prometheus_client import Counter
 
-from pipeline.config import Settings
-from pipeline.events import DeadLetter, SourcePosition, encode
-from pipeline.adapters.faust_app import create_faust_app, send_in_source_transaction, watch_health
+from pipeline.adapters.faust_app import create_faust_app, send_in_source_transaction
 from pipeline.catalog import load_catalog
-from pipeline.stages.sizes import MessageLimits, too_large_letter
+from pipeline.config import Settings
+from pipeline.events import SourcePosition, encode
 from pipeline.logs import get_logger
 from pipeline.ops.dlq import with_attempts
 from pipeline.ops.headers import REDRIVE_ATTEMPT, int_header
 from pipeline.ops.health import StageHealth
 from pipeline.qa import QAEngine
-from pipeline.stages.qa import evaluate_payload
+from pipeline.stages.outcomes import Dead
+from pipeline.stages.qa import Evaluated, QaOutcome, QaStage
+from pipeline.stages.sizes import MessageLimits, too_large_letter
 
 log = get_logger("callqa.qa")
 EVALUATED = Counter("callqa_qa_calls_total", "Calls evaluated")
@@ -32,9 +34,15 @@ FINDINGS = Counter("callqa_qa_findings_total", "Findings", ["rule_id", "severity
 DEAD = Counter("callqa_qa_dead_lettered_total", "Transcripts dead-lettered")
 
 
-def create_app(settings: Settings, app_id: str = "callqa-qa", health: StageHealth | None = None,
-               replay_id: str | None = None) -> faust.App:
-    engine = QAEngine.from_paths(list(settings.qa_rule_packs))  # a bad pack fails here, at start
+def output_of(outcome: QaOutcome, key: bytes | None) -> tuple[Literal["findings", "dlq"], bytes | None, bytes]:
+    """Where an outcome goes: (qa.findings or qa.dlq, key, value)."""
+    if isinstance(outcome, Evaluated):
+        return "findings", outcome.result.call_id.encode(), encode(outcome.result)
+    return "dlq", key, encode(outcome.letter)
+
+
+def create_app(settings: Settings, app_id: str = "callqa-qa") -> faust.App:
+    stage = QaStage(QAEngine.from_paths(list(settings.qa_rule_packs)))  # a bad pack fails here, at start
     app = create_faust_app(settings, app_id)
     transcripts = app.topic(settings.topic("asr.transcripts"), key_type=bytes, value_type=bytes,
                             key_serializer="raw", value_serializer="raw")
@@ -52,25 +60,25 @@ def create_app(settings: Settings, app_id: str = "callqa-qa", health: StageHealt
             source = SourcePosition(topic=msg.topic, partition=msg.partition, offset=msg.offset)
             started = time.perf_counter()
             # Off the event loop: a heavy call must not stall heartbeats. It never raises.
-            outcome = await loop.run_in_executor(None, evaluate_payload, engine, event.value, event.key, source,
-                                                 replay_id)
-            value = encode(outcome) if not isinstance(outcome, DeadLetter) else b""
-            if value and not limits.fits("qa.findings", outcome.call_id.encode(), value):
-                outcome = too_large_letter(stage="qa", topic=findings.get_topic_name(), size_bytes=len(value),
-                                           limit_bytes=limits.limit("qa.findings"), payload=event.value,
-                                           key=event.key, source=source)
-            if isinstance(outcome, DeadLetter):
-                outcome = with_attempts(outcome, int_header(event.headers, REDRIVE_ATTEMPT))
-                await send_in_source_transaction(app, msg, dlq.get_topic_name(), event.key, encode(outcome))
+            outcome = await loop.run_in_executor(None, stage.evaluate_payload, event.value, event.key, source)
+            where, key, value = output_of(outcome, event.key)
+            if where == "findings" and not limits.fits("qa.findings", key, value):
+                outcome = Dead(too_large_letter(stage="qa", topic=findings.get_topic_name(), size_bytes=len(value),
+                                                limit_bytes=limits.limit("qa.findings"), payload=event.value,
+                                                key=event.key, source=source))
+                where, key, value = output_of(outcome, event.key)
+            topic = findings if where == "findings" else dlq
+            await send_in_source_transaction(app, msg, topic.get_topic_name(), key, value)
+            if isinstance(outcome, Dead):
                 DEAD.inc()
-                bound.warning("transcript_dead_lettered", reason=outcome.reason, message=outcome.message)
+                bound.warning("transcript_dead_lettered", reason=outcome.letter.reason, message=outcome.letter.message)
                 continue
-            await send_in_source_transaction(app, msg, findings.get_topic_name(), outcome.call_id.encode(), value)
+            result = outcome.result
             EVALUATED.inc()
-            for f in outcome.findings:
+            for f in result.findings:
                 FINDINGS.labels(f.rule_id, f.severity).inc()
-            bound.info("call_evaluated", call_id=outcome.call_id, score=outcome.score,
-                       findings=len(outcome.findings), pii=len(outcome.pii),
+            bound.info("call_evaluated", call_id=result.call_id, score=result.score,
+                       findings=len(result.findings), pii=len(result.pii),
                        ms=round((time.perf_counter() - started) * 1000, 2))
 
     return app

@@ -22,10 +22,12 @@ import time
 import faust
 from prometheus_client import Counter, Histogram
 
+from pipeline.adapters.faust_app import create_faust_app, send_in_source_transaction
+from pipeline.adapters.minio_store import MinioStore, storage_client
+from pipeline.catalog import load_catalog
 from pipeline.config import Settings
 from pipeline.errors import StackError
 from pipeline.events import SourcePosition, encode
-from pipeline.adapters.faust_app import create_faust_app, send_in_source_transaction, watch_health
 from pipeline.logs import get_logger
 from pipeline.ops.headers import REDRIVE_ATTEMPT, REPLAY_GENERATION, int_header
 from pipeline.ops.dlq import with_attempts
@@ -34,8 +36,6 @@ from pipeline.ops.lag_kafka import recover_progress
 from pipeline.stages.router import ArrivalRouter, Dead, Routed, Skipped
 from pipeline.stages.routing import Buckets
 from pipeline.stages.sizes import MessageLimits, too_large_letter
-from pipeline.catalog import load_catalog
-from pipeline.adapters.storage import MinioStore, storage_client
 
 log = get_logger("callqa.router")
 

@@ -20,7 +20,7 @@ from pipeline.errors import StackError
 from pipeline.adapters.kafka_admin import apply_catalog, wait_for_broker
 from pipeline.stack import kafka, minio
 from pipeline.stack.processes import alive, free_port, port_open, stop
-from pipeline.adapters.storage import storage_client
+from pipeline.adapters.minio_store import storage_client
 
 STATE_FILE = "stack.json"
 PIDS_FILE = "pids.json"  # each server's pid, written the moment it starts

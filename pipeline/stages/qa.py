@@ -1,41 +1,71 @@
-"""The QA step on one transcript: a QAResult, or a DeadLetter with its reason, never an exception.
+"""The QA stage as a plain object: one transcript in, ``Evaluated | Dead`` out, never an exception.
 
 Shared by the Faust QA stage and the embedded runner, so a transcript the rule engine
 cannot handle costs that one call only (Faust would otherwise ack and skip the input),
-and both modes give it the same reason code. Pure: no Kafka.
+and both modes give it the same reason code. Also the one converter between the rule
+engine's :class:`~pipeline.qa.CallQAResult` and the ``qa.findings`` event. Pure: no Kafka.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pipeline.errors import DecodeError
-from pipeline.events import DeadLetter, QAResult, ReasonCode, SourcePosition, Transcript, decode
-from pipeline.qa import CallTextError, QAEngine
+from pipeline.events import (
+    DeadLetter,
+    QAResult,
+    ReasonCode,
+    SourcePosition,
+    Transcript,
+    decode,
+)
+from pipeline.qa import CallQAResult, CallTextError, QAEngine
+from pipeline.stages.outcomes import Dead
 
 
-def evaluate_payload(engine: QAEngine, payload: bytes, key: bytes | None,
-                     source: SourcePosition | None = None, replay_id: str | None = None) -> QAResult | DeadLetter:
-    """Decode a transcript event and evaluate it. ``replay_id`` tags the result (a QA replay);
-    without it the result carries the transcript's own replay id."""
-    try:
-        transcript = decode(payload, Transcript)
-    except DecodeError as exc:
-        return _letter("malformed_transcript", str(exc), payload, key, source)
-    return evaluate_transcript(engine, transcript, payload, key, source, replay_id)
+def to_event(result: CallQAResult) -> QAResult:
+    return QAResult(**result.to_dict())
 
 
-def evaluate_transcript(engine: QAEngine, transcript: Transcript, payload: bytes, key: bytes | None,
-                        source: SourcePosition | None = None, replay_id: str | None = None) -> QAResult | DeadLetter:
-    """``payload`` is the transcript as it arrived: a dead letter keeps it for a replay."""
-    try:
-        result = engine.evaluate(transcript).to_dict()  # a redacted transcript's masked numbers count too
-        return QAResult(**result, replay_id=replay_id or transcript.replay_id)
-    except CallTextError as exc:
-        return _letter("malformed_transcript", str(exc), payload, key, source)
-    except Exception as exc:  # noqa: BLE001 - a bug or text the engine cannot handle: this call only
-        # Only the type: an exception's text may quote the transcript, and letters are logged.
-        return _letter("internal_error", f"QA evaluation failed: {type(exc).__name__}", payload, key, source)
+def from_event(event: QAResult) -> CallQAResult:
+    return CallQAResult.from_dict(event.model_dump())
 
 
-def _letter(reason: ReasonCode, message: str, payload: bytes, key: bytes | None,
-            source: SourcePosition | None) -> DeadLetter:
-    return DeadLetter.of(payload=payload, key=key, reason=reason, message=message, stage="qa", source=source)
+@dataclass(frozen=True)
+class Evaluated:
+    result: QAResult
+
+
+QaOutcome = Evaluated | Dead[None]
+
+
+@dataclass(frozen=True)
+class QaStage:
+    engine: QAEngine
+
+    def evaluate_payload(self, payload: bytes, key: bytes | None, source: SourcePosition | None = None) -> QaOutcome:
+        """Decode a transcript event and evaluate it."""
+        try:
+            transcript = decode(payload, Transcript)
+        except DecodeError as exc:
+            return _dead("malformed_transcript", str(exc), payload, key, source)
+        return self.evaluate(transcript, payload, key, source)
+
+    def evaluate(self, transcript: Transcript, payload: bytes, key: bytes | None,
+                 source: SourcePosition | None = None) -> QaOutcome:
+        """``payload`` is the transcript as it arrived: a dead letter keeps it for a replay."""
+        try:
+            event = to_event(self.engine.evaluate(transcript))
+            if transcript.redacted and not event.pii:  # the worker masked the numbers before us
+                event = event.model_copy(update={"pii": list(transcript.pii)})
+            return Evaluated(event)
+        except CallTextError as exc:
+            return _dead("malformed_transcript", str(exc), payload, key, source)
+        except Exception as exc:  # noqa: BLE001 - a bug or text the engine cannot handle: this call only
+            # Only the type: an exception's text may quote the transcript, and letters are logged.
+            return _dead("internal_error", f"QA evaluation failed: {type(exc).__name__}", payload, key, source)
+
+
+def _dead(reason: ReasonCode, message: str, payload: bytes, key: bytes | None,
+          source: SourcePosition | None) -> Dead[None]:
+    return Dead(DeadLetter.of(payload=payload, key=key, reason=reason, message=message, stage="qa", source=source))

@@ -17,11 +17,31 @@ from typing import Any, TypeVar
 
 from pipeline.errors import DecodeError, SkipEvent
 from pipeline.events import (
-    AudioArrived, DeadLetter, ObjectRef, RoutedCall, SourcePosition, UnsupportedSchemaVersion, decode_arrival,
+    AudioArrived,
+    DeadLetter,
+    ObjectRef,
+    RoutedCall,
+    SourcePosition,
+    UnsupportedSchemaVersion,
+    decode_arrival,
 )
-from pipeline.stages.probe import HEAD_BYTES, AudioInfo, NeedsFullRead, ProbeError, probe_full, probe_head, validate
-from pipeline.stages.routing import Buckets, PartitionBalancer, RoutingError, call_id_for, parse_roles
-from pipeline.adapters.storage import MissingObject, ObjectStore, StorageError
+from pipeline.stages.probe import (
+    HEAD_BYTES,
+    AudioInfo,
+    NeedsFullRead,
+    ProbeError,
+    probe_full,
+    probe_head,
+    validate,
+)
+from pipeline.stages.routing import (
+    Buckets,
+    PartitionBalancer,
+    RoutingError,
+    call_id_for,
+    parse_roles,
+)
+from pipeline.stages.storage import MissingObject, ObjectStore, StorageError
 
 T = TypeVar("T")
 
@@ -138,5 +158,5 @@ def _storage_call(call: Callable[..., T], *args: Any) -> T:
         return call(*args)
     except StorageError:
         raise
-    except Exception as exc:  # noqa: BLE001 - e.g. minio's ServerError, InvalidResponseError
+    except Exception as exc:
         raise StorageError(f"{type(exc).__name__}: {exc}") from exc

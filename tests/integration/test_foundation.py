@@ -17,7 +17,7 @@ from pipeline.events import EVENT_TYPES, AudioArrived, decode, decode_arrival, e
 from pipeline.adapters.kafka_admin import apply_catalog, describe
 from pipeline.stack.minio import prepare_bucket
 from pipeline.stack.processes import alive, port_open
-from pipeline.adapters.storage import storage_client
+from pipeline.adapters.minio_store import storage_client
 from tests.kafka_helpers import consume, produce
 from tests.samples import sample_events
 

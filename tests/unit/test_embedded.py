@@ -13,7 +13,7 @@ from pipeline.stages.batching import BatchBudget
 from pipeline.run.embedded import DEAD_LETTERS, FINDINGS, TRANSCRIPTS, EmbeddedRunner, RunOptions
 from pipeline.qa import CallTextError, QAEngine
 from pipeline.stages.routing import Buckets
-from pipeline.adapters.storage import FileStore
+from pipeline.adapters.file_store import FileStore
 
 SAMPLES = Path(__file__).resolve().parent.parent / "fixtures" / "calls"
 
@@ -27,8 +27,8 @@ def run(engine: Engine, inputs: list[Path], out: Path):
     opts = RunOptions(out_dir=out, buckets=Buckets((30.0, 120.0, 600.0), ("short", "medium", "long", "xlong")),
                       budget=BatchBudget(8, 240.0), metadata={"roles": "left=agent,right=customer"})
     runner = EmbeddedRunner(opts, FileStore(), engine, QAEngine.from_paths([]))
-    done: list[tuple[float, int]] = []
-    summary = runner.run([FileStore.ref_for(p) for p in inputs], lambda calls: lambda s, n: done.append((s, n)))
+    done: list[int] = []
+    summary = runner.run([FileStore.ref_for(p) for p in inputs], lambda calls: lambda finished: done.append(len(finished)))
     return summary, done
 
 
@@ -47,7 +47,7 @@ def test_run_resume_and_bad_files(engine: Engine, tmp_path: Path) -> None:
 
     summary, progress = run(engine, inputs, out)
     assert (summary.calls, summary.transcribed, summary.dead) == (3, 2, 1)
-    assert sum(n for _, n in progress) == 2
+    assert sum(progress) == 2
     transcripts = {t["call_id"]: t for t in lines(out / TRANSCRIPTS)}
     assert set(transcripts) == {"sample-02-no-notice", "sample-03-mis-selling"}
     t = transcripts["sample-03-mis-selling"]
@@ -128,7 +128,7 @@ def test_same_named_files_in_two_folders_are_two_calls(engine: Engine, tmp_path:
                       budget=BatchBudget(8, 240.0), metadata={"roles": "left=agent,right=customer"},
                       call_ids=local_call_ids([str(calls)]))
     summary = EmbeddedRunner(opts, FileStore(), engine, None).run(
-        [FileStore.ref_for(p) for p, _ in recording_names([calls])], lambda calls: lambda s, n: None)
+        [FileStore.ref_for(p) for p, _ in recording_names([calls])], lambda calls: lambda finished: None)
     assert summary.transcribed == 2
     transcripts = {t["call_id"]: t for t in lines(tmp_path / "out" / TRANSCRIPTS)}
     assert set(transcripts) == {"a/call", "b/call"}

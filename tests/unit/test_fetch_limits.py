@@ -6,10 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.adapters.fetch import Failed, Fetcher, Ready
-from pipeline.adapters.storage import FileStore
+from pipeline.adapters.fetch import Fetcher
+from pipeline.adapters.file_store import FileStore
 from pipeline.events import RoutedCall, encode
+from pipeline.stages.asr import AsrInput
+from pipeline.stages.asr import Fetched as Ready
 from pipeline.stages.audio_limits import max_decoded_frames, max_object_bytes
+from pipeline.stages.outcomes import Dead as Failed
 from tests import audio, hostile_audio
 
 
@@ -19,7 +22,7 @@ class CountingFileStore(FileStore):
     def __init__(self) -> None:
         self.asked: list[int | None] = []
 
-    def read(self, ref, offset=0, length=None):  # noqa: ANN001, ANN201
+    def read(self, ref, offset=0, length=None):
         self.asked.append(length)
         return super().read(ref, offset, length)
 
@@ -40,7 +43,7 @@ def fetcher():
 
 
 def fetch(fetcher: Fetcher, calls: list[RoutedCall]) -> dict[str, Ready | Failed]:
-    return {c.call_id: r for c, r in zip(calls, fetcher.fetch_all([(c.call_id, c, encode(c), None) for c in calls]))}
+    return {c.call_id: r for c, r in zip(calls, fetcher.fetch([AsrInput.of(c.call_id, encode(c), None) for c in calls]))}
 
 
 def test_an_object_larger_than_its_routed_header_allows_is_not_read(fetcher: Fetcher, tmp_path: Path) -> None:

@@ -10,21 +10,17 @@ from confluent_kafka import Producer, TopicPartition
 
 from pipeline.catalog import load_catalog
 from pipeline.config import Settings
-from pipeline.events import DeadLetter, ModelInfo, Segment, Transcript, decode, encode
+from pipeline.events import DeadLetter, Transcript, decode, encode
 from pipeline.run.worker import AsrWorker, WorkerOptions
-from pipeline.stages.redaction import redact_transcript
 from pipeline.stages.sizes import FRAMING_BYTES, MessageLimits
-from tests.unit.test_worker_commit import TOPIC, FakeConsumer, FakeFetcher, FakeMessage, routed
+from tests.fakes import FakeConsumer, FakeEngine, FakeMessage
+from tests.unit.test_worker_commit import TOPIC, FakeFetcher, routed
 
 BUCKETS = ("short", "medium", "long", "xlong")
 
 
-def big_transcript(call_id: str, size_bytes: int) -> Transcript:
-    call = routed(call_id)
-    text = "word " * (size_bytes // 5)
-    return Transcript(call_id=call_id, object=call.object, duration_s=3.0, channels=1,
-                      segments=[Segment(role="mixed", channel=0, start_s=0.0, end_s=3.0, text=text)],
-                      model=ModelInfo(name="m", version="1"))
+def words(size_bytes: int) -> str:
+    return "word " * (size_bytes // 5)
 
 
 @dataclass
@@ -33,7 +29,7 @@ class SizeCheckingProducer:
     worker's own settings first, so librdkafka's size check (MSG_SIZE_TOO_LARGE) applies."""
 
     config: dict
-    produced: list[tuple[str, bytes]] = field(default_factory=list)
+    produced: list[tuple[str, bytes | None, bytes]] = field(default_factory=list)
     offsets: list[tuple[int, int]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -47,7 +43,7 @@ class SizeCheckingProducer:
         self.real.produce(topic, key=key, value=value)  # raises KafkaException when over message.max.bytes
         self.real.purge()
         self.real.flush(0)
-        self.produced.append((topic, value))
+        self.produced.append((topic, key, value))
 
     def send_offsets_to_transaction(self, offsets: list[TopicPartition], metadata: object, timeout: float) -> None:
         self.offsets += [(tp.partition, tp.offset) for tp in offsets]
@@ -58,20 +54,23 @@ class SizeCheckingProducer:
 
 @pytest.fixture
 def worker() -> AsrWorker:
-    w = AsrWorker(Settings(), WorkerOptions(bucket="short", window_ms=1, max_calls=4), engine=None)  # type: ignore[arg-type]
+    w = AsrWorker(Settings(), WorkerOptions(bucket="short", window_ms=1, max_calls=4), engine=FakeEngine())
     w.fetcher.close()
-    w.fetcher = FakeFetcher()  # type: ignore[assignment]
-    w.consumer, w.producer = FakeConsumer(), SizeCheckingProducer(w.producer_config())  # type: ignore[assignment]
+    w.stage.fetcher = FakeFetcher()
+    w.consumer = FakeConsumer()
+    w.committer = w._committer(w.consumer, lambda: SizeCheckingProducer(w.producer_config()))
     yield w
     w.prepare_pool.shutdown()
     w.compute.shutdown()
 
 
-def commit(worker: AsrWorker, transcripts: list[Transcript]) -> bool:
+def commit(worker: AsrWorker, texts: dict[str, str]) -> bool:
+    """One batch of calls whose transcripts say ``texts`` (call id -> text), committed."""
+    worker.stage.engine = FakeEngine(texts=texts)
     worker._on_assign(worker.consumer, [TopicPartition(TOPIC, 0)])
-    worker.consumer.queue += [FakeMessage(0, i, encode(routed(t.call_id))) for i, t in enumerate(transcripts)]
-    batch = worker._prefetch().result()
-    return worker._commit(batch, transcripts)
+    worker.consumer.queue += [FakeMessage(TOPIC, 0, i, encode(routed(c))) for i, c in enumerate(texts)]
+    inflight = worker._prefetch().result()
+    return worker._commit(inflight, worker._transcribe(inflight.prepared))
 
 
 def test_producer_limits_come_from_the_catalog() -> None:
@@ -93,19 +92,18 @@ def test_every_dead_letter_topic_takes_a_letter_carrying_its_largest_input() -> 
 
 
 def test_a_transcript_over_one_megabyte_is_published(worker: AsrWorker) -> None:
-    t = big_transcript("long-call", 1_200_000)
-    assert commit(worker, [t])
-    assert [(topic, len(value)) for topic, value in worker.producer.produced] == [
-        (worker.output_topic, len(encode(redact_transcript(t))))]
-    assert worker.producer.offsets == [(0, 1)]
+    assert commit(worker, {"long-call": words(1_200_000)})
+    [(topic, _, value)] = worker.committer.producer.produced
+    assert topic == worker.output_topic and len(value) > 1_200_000
+    assert decode(value, Transcript).redacted
+    assert worker.committer.producer.offsets == [(0, 1)]
 
 
 def test_a_transcript_over_the_topic_limit_is_dead_lettered_not_retried(worker: AsrWorker) -> None:
-    huge, small = big_transcript("huge", 9 * 2**20), big_transcript("small", 1000)
-    assert commit(worker, [huge, small])  # committed: no abort, no rewind, no loop
-    topics = [topic for topic, _ in worker.producer.produced]
-    assert topics == [worker.output_topic, worker.dlq_topic]
-    letter = decode(worker.producer.produced[1][1], DeadLetter)
+    assert commit(worker, {"huge": words(9 * 2**20), "small": words(1000)})  # committed: no abort, no rewind
+    produced = worker.committer.producer.produced
+    assert [topic for topic, _, _ in produced] == [worker.output_topic, worker.dlq_topic]
+    letter = decode(produced[1][2], DeadLetter)
     assert (letter.reason, letter.stage, letter.source.offset) == ("output_too_large", "asr", 0)
     assert decode(base64.b64decode(letter.original_payload_b64), type(routed("x"))).call_id == "huge"
-    assert worker.producer.offsets == [(0, 2)]
+    assert worker.committer.producer.offsets == [(0, 2)]

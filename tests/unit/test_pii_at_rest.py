@@ -7,12 +7,11 @@ import json
 import stat
 from pathlib import Path
 
-from confluent_kafka import TopicPartition
-
 from pipeline.config import Settings, write_env_file
-from pipeline.events import ModelInfo, ObjectRef, Segment, Transcript, decode, encode
+from pipeline.events import ModelInfo, ObjectRef, Segment, Transcript, decode
 from pipeline.stages.redaction import redact_transcript
-from tests.unit.test_worker_commit import TOPIC, FakeMessage, routed, worker  # noqa: F401 - fixture
+from tests.fakes import FakeEngine
+from tests.unit.test_worker_commit import assign, fetch, worker  # noqa: F401 - fixture
 
 
 def call(*texts: tuple[str, float, float]) -> Transcript:
@@ -45,25 +44,23 @@ def test_short_numbers_are_kept() -> None:
     assert text_of(redact_transcript(call(("I paid 250 dollars on the 3rd", 1.0, 3.0)))) == "I paid 250 dollars on the 3rd"
 
 
-def test_the_worker_publishes_only_the_redacted_transcript(worker) -> None:  # noqa: ANN001, F811
-    worker._on_assign(worker.consumer, [TopicPartition(TOPIC, 0)])
-    c = routed("c")
-    worker.consumer.queue.append(FakeMessage(0, 0, encode(c)))
-    batch = worker._prefetch().result()
-    raw = call(("card 4532 0151 1283 0366", 1.0, 5.0)).model_copy(update={"object": c.object})
-    assert worker._commit(batch, [raw])
-    [(topic, value)] = worker.producer.produced
+def test_the_worker_publishes_only_the_redacted_transcript(worker) -> None:  # noqa: F811
+    worker.stage.engine = FakeEngine(texts={"c0-0": "card 4532 0151 1283 0366"})
+    assign(worker, 0)
+    assert worker._commit(*fetch(worker, (0, 0)))
+    [(topic, _, value)] = worker.committer.producer.produced
     assert topic == worker.output_topic and b"4532" not in value
     assert decode(value, Transcript).redacted
 
 
-def test_raw_transcripts_only_when_an_operator_enables_them(worker) -> None:  # noqa: ANN001, F811
+def test_raw_transcripts_only_when_an_operator_enables_them(worker) -> None:  # noqa: F811
     worker.settings = Settings(publish_raw_transcripts=True)
-    worker._on_assign(worker.consumer, [TopicPartition(TOPIC, 0)])
-    worker.consumer.queue.append(FakeMessage(0, 0, encode(routed("c"))))
-    batch = worker._prefetch().result()
-    assert worker._commit(batch, [call(("card 4532 0151 1283 0366", 1.0, 5.0))])
-    assert [topic for topic, _ in worker.producer.produced] == [worker.output_topic, "asr.transcripts.raw"]
+    worker.committer = worker._committer(worker.consumer, type(worker.committer.producer))
+    worker.stage.engine = FakeEngine(texts={"c0-0": "card 4532 0151 1283 0366"})
+    assign(worker, 0)
+    assert worker._commit(*fetch(worker, (0, 0)))
+    assert [topic for topic, _, _ in worker.committer.producer.produced] == [worker.output_topic,
+                                                                             "asr.transcripts.raw"]
 
 
 def test_settings_view_masks_every_secret() -> None:

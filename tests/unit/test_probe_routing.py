@@ -13,7 +13,9 @@ from pipeline.events import AudioArrived, ObjectRef, encode
 from pipeline.stages.probe import HEAD_BYTES, NeedsFullRead, ProbeError, probe_full, probe_head, validate
 from pipeline.stages.router import ArrivalRouter, Dead, Routed, Skipped
 from pipeline.stages.routing import Buckets, PartitionBalancer, RoutingError, call_id_for, parse_roles
-from pipeline.adapters.storage import FileStore, MinioStore, StorageError
+from pipeline.adapters.file_store import FileStore
+from pipeline.adapters.minio_store import MinioStore
+from pipeline.stages.storage import StorageError
 from tests import audio
 
 BUCKETS = Buckets((30.0, 120.0, 600.0), ("short", "medium", "long", "xlong"))

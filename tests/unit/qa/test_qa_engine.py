@@ -285,13 +285,13 @@ def test_call_text_from_any_transcript_like_object():
 
 
 def test_result_fits_the_qa_findings_event():
-    from pipeline.events import QAResult
+    from pipeline.stages.qa import from_event, to_event
 
     engine = QAEngine(load_packs())
     result = engine.evaluate(call(seg("agent", 0, 5, "no risk"), seg("customer", 6, 9, VISA_CARD)))
-    event = QAResult(**result.to_dict())
+    event = to_event(result)
     assert event.call_id == result.call_id and len(event.findings) == len(result.findings)
-    assert CallQAResult.from_dict(event.model_dump()) == result
+    assert from_event(event) == result
 
 
 def test_disclosure_said_late_by_the_agent_is_preferred_to_the_customer():

@@ -1,44 +1,17 @@
-"""Object storage adapters behind one small protocol: MinIO/S3, or local files (embedded mode)."""
+"""The MinIO/S3 adapter of :class:`pipeline.stages.storage.ObjectStore`."""
 
 from __future__ import annotations
-
-import hashlib
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Protocol
 
 import urllib3
 from minio import Minio
 from minio.error import MinioException, S3Error
 
 from pipeline.config import Settings
-from pipeline.errors import CallQAError
 from pipeline.events import ObjectRef
+from pipeline.stages.storage import MissingObject, ObjectInfo, StorageError
 
 _META_PREFIX = "x-amz-meta-"
 _MISSING = {"NoSuchKey", "NoSuchVersion", "NoSuchBucket", "InvalidArgument"}
-
-
-class StorageError(CallQAError):
-    """Storage could not be reached or answered with an error; worth retrying."""
-
-
-class MissingObject(StorageError):
-    """The object (or that version of it) does not exist; retrying will not help."""
-
-
-@dataclass(frozen=True)
-class ObjectInfo:
-    size_bytes: int
-    etag: str | None
-    version_id: str | None
-    metadata: dict[str, str]
-
-
-class ObjectStore(Protocol):
-    def stat(self, ref: ObjectRef) -> ObjectInfo: ...
-
-    def read(self, ref: ObjectRef, offset: int = 0, length: int | None = None) -> bytes: ...
 
 
 def storage_client(settings: Settings) -> Minio:
@@ -95,35 +68,3 @@ def _storage_error(ref: ObjectRef, exc: S3Error) -> StorageError:
     if exc.code in _MISSING:
         return MissingObject(f"{where}: {exc.code}")
     return StorageError(f"{where}: {exc.code} {exc.message}")
-
-
-class FileStore:
-    """Local files as objects (embedded mode): bucket ``file``, key = the path."""
-
-    BUCKET = "file"
-
-    @staticmethod
-    def ref_for(path: Path) -> ObjectRef:
-        return ObjectRef(bucket=FileStore.BUCKET, key=str(path.resolve()))
-
-    def stat(self, ref: ObjectRef) -> ObjectInfo:
-        path = Path(ref.key)
-        try:
-            size = path.stat().st_size
-        except FileNotFoundError as exc:
-            raise MissingObject(f"{path}: no such file") from exc
-        return ObjectInfo(size, file_digest(path), None, {})
-
-    def read(self, ref: ObjectRef, offset: int = 0, length: int | None = None) -> bytes:
-        try:
-            with open(ref.key, "rb") as f:
-                f.seek(offset)
-                return f.read(-1 if length is None else length)
-        except FileNotFoundError as exc:
-            raise MissingObject(f"{ref.key}: no such file") from exc
-
-
-def file_digest(path: Path) -> str:
-    """Content identity of a local file (sha256, streamed)."""
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()

@@ -1,0 +1,184 @@
+"""The worker's transaction bookkeeping: one batch's outputs and input offsets, exactly once.
+
+:class:`BatchCommitter` produces every Transcript (to asr.transcripts) and dead letter
+(to asr.dlq) of a batch and commits its input offsets in one transaction, keeping only
+what :class:`pipeline.stages.checkpoint.Checkpoint` still allows (nothing from a
+partition revoked since the fetch, no offset below one already committed). On a failed
+transaction it aborts (or replaces a fenced or hung producer) and rewinds the consumer
+to the committed offsets. Clients come in through the constructor, so unit tests use fakes.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+from pipeline.events import SourcePosition, encode
+from pipeline.logs import get_logger
+from pipeline.run.worker_metrics import WorkerMetrics
+from pipeline.stages.asr import AsrBatch, Transcribed
+from pipeline.stages.checkpoint import Checkpoint, CommitPlan, Position
+from pipeline.stages.gather import position_of
+from pipeline.stages.outcomes import Dead
+from pipeline.stages.redaction import redact_transcript
+from pipeline.stages.sizes import MessageLimits, too_large_letter
+
+log = get_logger("callqa.worker")
+
+
+class TransactionalProducer(Protocol):
+    def begin_transaction(self) -> None: ...
+
+    def produce(self, topic: str, key: bytes | None, value: bytes) -> None: ...
+
+    def send_offsets_to_transaction(self, offsets: list[TopicPartition], metadata: Any, timeout: float) -> None: ...
+
+    def commit_transaction(self, timeout: float) -> None: ...
+
+    def abort_transaction(self, timeout: float) -> None: ...
+
+
+class GroupConsumer(Protocol):
+    def assignment(self) -> list[TopicPartition]: ...
+
+    def committed(self, partitions: list[TopicPartition], timeout: float) -> list[TopicPartition]: ...
+
+    def seek(self, partition: TopicPartition) -> None: ...
+
+    def consumer_group_metadata(self) -> Any: ...
+
+    def get_watermark_offsets(self, partition: TopicPartition, cached: bool = False) -> tuple[int, int]: ...
+
+
+class BatchCommitter:
+    def __init__(self, consumer: GroupConsumer, new_producer: Callable[[], TransactionalProducer],
+                 checkpoint: Checkpoint, output_topic: str, dlq_topic: str, metrics: WorkerMetrics,
+                 limits: MessageLimits, raw_topic: str | None = None,
+                 stopping: threading.Event | None = None) -> None:
+        self.consumer, self.new_producer, self.checkpoint = consumer, new_producer, checkpoint
+        self.output_topic, self.dlq_topic, self.metrics = output_topic, dlq_topic, metrics
+        self.limits, self.raw_topic = limits, raw_topic  # raw_topic: clear-text copies, only when configured
+        self.stopping = stopping or threading.Event()
+        self.producer = new_producer()
+        self._abandoned: list[TransactionalProducer] = []
+
+    def commit(self, positions: Sequence[Position], batch: AsrBatch[Any]) -> bool:
+        """Produce the batch's outputs and commit its offsets in one transaction.
+        False when the transaction was aborted and the consumer rewound."""
+        plan = self.checkpoint.plan(positions)
+        if plan.stale or plan.behind:
+            log.info("batch_partly_dropped", revoked=plan.stale, already_committed=plan.behind)
+        if not plan.offsets:
+            return True
+        kept = [self._fitting(o) for o in batch.outcomes if position_of(o.tag) in plan.keep]
+        try:
+            self._transaction(plan, kept)
+        except KafkaException as exc:
+            self.recover(exc)
+            return False
+        self.checkpoint.committed(plan)
+        dead = [o for o in kept if not isinstance(o, Transcribed)]
+        self.metrics.committed(len(kept) - len(dead), len(dead))
+        self._report_lag(plan.offsets)
+        for d in dead:
+            topic, partition, offset = position_of(d.tag)
+            log.warning("call_dead_lettered", call_id=d.letter.original_key, reason=d.letter.reason,
+                        partition=partition, offset=offset)
+        return True
+
+    def _transaction(self, plan: CommitPlan, kept: list[Any]) -> None:
+        self.producer.begin_transaction()
+        for outcome in kept:  # per message: call ids may repeat in a batch
+            if isinstance(outcome, Transcribed):
+                raw = outcome.transcript
+                key = raw.call_id.encode()
+                self.producer.produce(self.output_topic, key=key, value=encode(redact_transcript(raw)))
+                if self.raw_topic and self.limits.fits("asr.transcripts.raw", key, encode(raw)):
+                    self.producer.produce(self.raw_topic, key=key, value=encode(raw))
+        for outcome in kept:
+            if not isinstance(outcome, Transcribed):
+                self.producer.produce(self.dlq_topic, key=outcome.tag.key(), value=encode(outcome.letter))
+        _with_deadline(self.producer.send_offsets_to_transaction,
+                       [TopicPartition(t, p, o) for (t, p), o in plan.offsets.items()],
+                       self.consumer.consumer_group_metadata(), 30)
+        _with_deadline(self.producer.commit_transaction, 30)
+
+    def _fitting(self, outcome: Any) -> Any:
+        """A transcript over its topic's size limit becomes a dead letter (``output_too_large``) with
+        its small input: producing it would fail the transaction, abort and rewind for ever."""
+        if not isinstance(outcome, Transcribed):
+            return outcome
+        t = redact_transcript(outcome.transcript)  # no clear-text PII on asr.transcripts
+        value = encode(t)
+        if self.limits.fits("asr.transcripts", t.call_id.encode(), value):
+            return outcome
+        msg = outcome.tag
+        topic, partition, offset = position_of(msg)
+        return Dead(too_large_letter(
+            stage="asr", topic=self.output_topic, size_bytes=len(value), limit_bytes=self.limits.limit("asr.transcripts"),
+            payload=msg.value(), key=msg.key(), source=SourcePosition(topic=topic, partition=partition, offset=offset)),
+            msg)
+
+    def _report_lag(self, committed: dict[tuple[str, int], int]) -> None:
+        for (topic, partition), offset in committed.items():
+            _, high = self.consumer.get_watermark_offsets(TopicPartition(topic, partition), cached=True)
+            if high >= 0:
+                self.metrics.lag(partition, max(0, high - offset))
+
+    def recover(self, exc: KafkaException) -> None:
+        """Abort and re-read from the committed position; a fatal error gets a fresh producer."""
+        err = exc.args[0]
+        log.warning("transaction_failed", error=str(err), abortable=err.txn_requires_abort(), fatal=err.fatal())
+        self.metrics.aborts.inc()
+        if err.fatal():
+            self.replace_producer()
+        else:
+            try:
+                self.producer.abort_transaction(60)
+            except KafkaException as abort_exc:
+                log.warning("transaction_abort_failed", error=str(abort_exc))
+                self.replace_producer()
+        while not self.stopping.is_set():  # the broker may still be down: keep trying, never crash
+            try:
+                assignment = self.consumer.assignment()
+                if assignment:
+                    for tp in self.consumer.committed(assignment, timeout=30):
+                        self.consumer.seek(TopicPartition(tp.topic, tp.partition, max(tp.offset, 0)))
+                return
+            except KafkaException as rewind_exc:
+                log.warning("rewind_failed", error=str(rewind_exc))
+                self.stopping.wait(1.0)
+
+    def replace_producer(self) -> None:
+        # Never destroyed: destroying a producer stuck in a transactional call blocks too.
+        self._abandoned.append(self.producer)
+        self.producer = self.new_producer()
+
+
+def _with_deadline(call, *args, grace_s: float = 10.0):
+    """Run a blocking transactional call, giving up when it overruns its own timeout.
+
+    librdkafka's send_offsets_to_transaction can ignore its timeout and block for good
+    when the group coordinator goes away (a broker restart; librdkafka issues 5456 and
+    5511, seen here in the broker-restart test). A hung call becomes a fatal error, so
+    the worker replaces its producer (fencing the stuck one) and rewinds.
+    """
+    outcome: dict[str, object] = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = call(*args)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=target, name="txn-call", daemon=True)
+    thread.start()
+    thread.join(args[-1] + grace_s)
+    if thread.is_alive():
+        raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"{call.__name__} hung past its timeout", fatal=True))
+    if "error" in outcome:
+        raise outcome["error"]  # type: ignore[misc]
+    return outcome.get("value")

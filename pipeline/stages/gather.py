@@ -1,0 +1,93 @@
+"""Gathering a worker's micro-batch: consumed messages in, one batch within the window out.
+
+Pure (no Kafka): messages come in through a :class:`MessageLike` protocol from an
+injected ``consume(max_messages, timeout_s)`` and time from an injected clock, so
+the window, the budget and revocations are unit-tested with fakes. Each message is
+decoded once when it arrives (:class:`pipeline.stages.asr.AsrInput`) and stamped with
+its partition's generation (:class:`pipeline.stages.checkpoint.Checkpoint`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
+
+from pipeline.events import SourcePosition
+from pipeline.stages.asr import AsrInput
+from pipeline.stages.batching import BatchBudget, pack_in_order
+from pipeline.stages.checkpoint import Checkpoint, PartitionKey, Position
+
+
+class MessageLike(Protocol):
+    """The part of a confluent-kafka ``Message`` the worker reads."""
+
+    def topic(self) -> str | None: ...
+
+    def partition(self) -> int | None: ...
+
+    def offset(self) -> int | None: ...
+
+    def key(self) -> bytes | None: ...
+
+    def value(self) -> bytes | None: ...
+
+
+M = TypeVar("M", bound=MessageLike)
+Consume = Callable[[int, float], list[M]]  # (max messages, timeout in seconds) -> messages without errors
+Clock = Callable[[], float]  # monotonic seconds
+
+
+def position_of(msg: MessageLike) -> tuple[str, int, int]:
+    return str(msg.topic()), int(msg.partition() or 0), int(msg.offset() or 0)
+
+
+@dataclass(frozen=True)
+class Queued(Generic[M]):
+    """A consumed message: its position (with generation) and the decoded input."""
+
+    position: Position
+    input: AsrInput[M]
+
+    @property
+    def duration_s(self) -> float:
+        return self.input.duration_s
+
+
+class Gatherer(Generic[M]):
+    """Collects messages for at most ``window_ms`` or until ``budget`` is full; leftovers wait."""
+
+    def __init__(self, consume: Consume[M], checkpoint: Checkpoint, budget: BatchBudget, window_ms: int,
+                 clock: Clock = time.monotonic) -> None:
+        self.consume, self.checkpoint, self.budget = consume, checkpoint, budget
+        self.window_s = window_ms / 1000
+        self.clock = clock
+        self.pending: deque[Queued[M]] = deque()
+
+    def add(self, msg: M) -> None:
+        topic, partition, offset = position_of(msg)
+        source = SourcePosition(topic=topic, partition=partition, offset=offset)
+        self.pending.append(Queued(self.checkpoint.stamp(topic, partition, offset),
+                                   AsrInput.of(msg, msg.value() or b"", msg.key(), source)))
+
+    def gather(self) -> list[Queued[M]]:
+        """Up to the budget, within one window; what does not fit waits for the next batch."""
+        deadline = self.clock() + self.window_s
+        while len(self.pending) < self.budget.max_items and self.clock() < deadline:
+            for msg in self.consume(self.budget.max_items, max(0.0, deadline - self.clock())):
+                self.add(msg)
+        taken = next(pack_in_order(self.pending, self.budget), [])
+        for _ in taken:
+            self.pending.popleft()
+        return taken
+
+    def drop(self, partitions: Iterable[PartitionKey]) -> None:
+        """Revoked partitions: their waiting messages belong to another member now."""
+        gone = set(partitions)
+        self.pending = deque(q for q in self.pending if q.position.key not in gone)
+
+    def clear(self) -> None:
+        """After a rewind every waiting message will be delivered again."""
+        self.pending.clear()

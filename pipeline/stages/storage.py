@@ -1,0 +1,35 @@
+"""What the stages need of object storage: a small protocol and its errors (no client library).
+
+Adapters: :mod:`pipeline.adapters.minio_store` (MinIO/S3) and
+:mod:`pipeline.adapters.file_store` (local files, embedded mode).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from pipeline.errors import CallQAError
+from pipeline.events import ObjectRef
+
+
+class StorageError(CallQAError):
+    """Storage could not be reached or answered with an error; worth retrying."""
+
+
+class MissingObject(StorageError):
+    """The object (or that version of it) does not exist; retrying will not help."""
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    size_bytes: int
+    etag: str | None
+    version_id: str | None
+    metadata: dict[str, str]
+
+
+class ObjectStore(Protocol):
+    def stat(self, ref: ObjectRef) -> ObjectInfo: ...
+
+    def read(self, ref: ObjectRef, offset: int = 0, length: int | None = None) -> bytes: ...
