@@ -30,7 +30,7 @@ from pipeline.events import AudioArrived, ObjectRef, RoutedCall, decode, encode
 from pipeline.stages.router import ArrivalRouter
 from pipeline.stages.routing import Buckets
 from pipeline.stack.minio import prepare_bucket
-from pipeline.adapters.storage import MinioStore, storage_client
+from pipeline.adapters.minio_store import MinioStore, storage_client
 from tests.kafka_helpers import TopicReader
 from tests.processes import settings_env
 
