@@ -75,6 +75,9 @@ class FakeConsumer:
     def consumer_group_metadata(self) -> str:
         return "group-metadata"
 
+    def close(self) -> None:
+        self.closed = True
+
     def get_watermark_offsets(self, tp: TopicPartition, cached: bool = False) -> tuple[int, int]:
         return 0, 100
 

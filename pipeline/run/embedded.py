@@ -26,15 +26,7 @@ from typing import IO, Any
 
 from pipeline.adapters.fetch import Fetcher
 from pipeline.adapters.file_store import FileStore
-from pipeline.events import (
-    AudioArrived,
-    DeadLetter,
-    ObjectRef,
-    RoutedCall,
-    Transcript,
-    decode,
-    encode,
-)
+from pipeline.events import AudioArrived, DeadLetter, ObjectRef, RoutedCall, Transcript, decode, encode
 from pipeline.qa import CallQAResult, QAEngine, read_results_jsonl, write_report
 from pipeline.stages.asr import AsrBatch, AsrInput, AsrStage, SpeechEngine, Transcribed
 from pipeline.stages.batching import BatchBudget, plan_batches
@@ -127,17 +119,22 @@ class EmbeddedRunner:
                                         f"an interrupted run; that call is processed again")
         routed, dead = self.route_all(refs, summary)
         on_done = progress(routed)
-        with _open(self.opts.out_dir / TRANSCRIPTS) as t_out, _open(self.opts.out_dir / FINDINGS) as f_out, \
-                _open(self.opts.out_dir / DEAD_LETTERS) as d_out:
-            letters = _DeadLetters(self.opts.out_dir / DEAD_LETTERS, d_out, summary)
+        with _Outputs(self.opts.out_dir, summary) as out:
             for letter in dead:
-                letters.add(letter)
+                out.letters.add(letter)
             for batch in self._batches(routed):
-                inputs = [AsrInput.of(c.call_id, encode(c), c.call_id.encode()) for c in batch]
-                self.process(inputs, t_out, f_out, letters, summary)
+                self.process([AsrInput.of(c.call_id, encode(c), c.call_id.encode()) for c in batch], out)
                 on_done(batch)
         summary.wall_s = time.perf_counter() - started
         self._finish(summary)
+        return summary
+
+    def run_events(self, payloads: Sequence[bytes]) -> RunSummary:
+        """Routed-call events (what an audio.bucket topic carries) through the ASR and QA stages, one batch."""
+        summary = RunSummary(calls=len(payloads))
+        self.opts.out_dir.mkdir(parents=True, exist_ok=True)
+        with _Outputs(self.opts.out_dir, summary) as out:
+            self.process([AsrInput.of(f"event-{i}", p, None) for i, p in enumerate(payloads)], out)
         return summary
 
     def _batches(self, calls: list[RoutedCall]) -> Iterable[list[RoutedCall]]:
@@ -147,30 +144,28 @@ class EmbeddedRunner:
             for batch in plan_batches(members, self.opts.budget):
                 yield list(batch.items)
 
-    def process(self, inputs: list[AsrInput[str]], t_out: IO[bytes], f_out: IO[bytes], letters: _DeadLetters,
-                summary: RunSummary) -> None:
+    def process(self, inputs: list[AsrInput[str]], out: _Outputs) -> None:
         """One batch of routed-call events through the ASR and QA stages, outcomes to the files."""
         batch: AsrBatch[str] = self.asr.transcribe(self.asr.prepare(inputs))
-        summary.speech_s += sum(b.speech_s for b in batch.stats)
-        summary.padded_s += sum(b.computed_s for b in batch.stats)
+        out.summary.speech_s += sum(b.speech_s for b in batch.stats)
+        out.summary.padded_s += sum(b.computed_s for b in batch.stats)
         for outcome in batch.outcomes:
             if isinstance(outcome, Dead):
-                letters.add(outcome.letter)
-                continue
-            self._keep(outcome, t_out, f_out, letters, summary)
+                out.letters.add(outcome.letter)
+            else:
+                self._keep(outcome, out)
 
-    def _keep(self, done: Transcribed[str], t_out: IO[bytes], f_out: IO[bytes], letters: _DeadLetters,
-              summary: RunSummary) -> None:
+    def _keep(self, done: Transcribed[str], out: _Outputs) -> None:
         transcript = done.transcript
         if self.qa is not None:  # findings first: a transcript line marks the call done
             outcome = self.qa.evaluate(transcript, encode(transcript), transcript.call_id.encode())
             if isinstance(outcome, Evaluated):
-                _write(f_out, outcome.result, summary)
+                out.write(out.findings, outcome.result)
             else:
-                letters.add(outcome.letter)  # the transcript is still kept, as on asr.transcripts
-        _write(t_out, redact_transcript(transcript), summary)  # no clear-text PII at rest
-        summary.transcribed += 1
-        summary.audio_s += done.call.duration_s
+                out.letters.add(outcome.letter)  # the transcript is still kept, as on asr.transcripts
+        out.write(out.transcripts, redact_transcript(transcript))  # no clear-text PII at rest
+        out.summary.transcribed += 1
+        out.summary.audio_s += done.call.duration_s
 
     def _finish(self, summary: RunSummary) -> None:
         out = self.opts.out_dir
@@ -217,10 +212,6 @@ def _lines(path: Path) -> list[bytes]:
     return [line for line in path.read_bytes().splitlines() if line.strip()]
 
 
-def _open(path: Path) -> IO[bytes]:
-    return open(path, "ab")
-
-
 class _DeadLetters:
     """dead_letters.jsonl: a rerun lists each (file, reason) once, however often it failed."""
 
@@ -231,7 +222,30 @@ class _DeadLetters:
     def add(self, letter: DeadLetter) -> None:
         if (letter.original_key, letter.reason) not in self.listed:
             self.listed.add((letter.original_key, letter.reason))
-            _write(self.out, letter, self.summary)
+            _write(self.out, letter)
+            self.summary.dead += 1
+
+
+class _Outputs:
+    """The three JSON-lines files of a run, appended and flushed event by event."""
+
+    def __init__(self, out_dir: Path, summary: RunSummary) -> None:
+        self.out_dir, self.summary = out_dir, summary
+
+    def __enter__(self) -> _Outputs:
+        self.transcripts = open(self.out_dir / TRANSCRIPTS, "ab")
+        self.findings = open(self.out_dir / FINDINGS, "ab")
+        dead = open(self.out_dir / DEAD_LETTERS, "ab")
+        self.letters = _DeadLetters(self.out_dir / DEAD_LETTERS, dead, self.summary)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for f in (self.transcripts, self.findings, self.letters.out):
+            f.close()
+
+    @staticmethod
+    def write(out: IO[bytes], event: Any) -> None:
+        _write(out, event)
 
 
 def repair_tail(path: Path) -> int:
@@ -252,12 +266,10 @@ def repair_tail(path: Path) -> int:
         return size - data_end
 
 
-def _write(out: IO[bytes], event: Any, summary: RunSummary) -> None:
+def _write(out: IO[bytes], event: Any) -> None:
     out.write(encode(event) + b"\n")  # one line per event, synced: a crash leaves at most a partial tail
     out.flush()
     os.fsync(out.fileno())
-    if isinstance(event, DeadLetter):
-        summary.dead += 1
 
 
 def local_call_ids(paths: list[str]) -> dict[str, str]:
@@ -272,8 +284,8 @@ def local_call_ids(paths: list[str]) -> dict[str, str]:
 
 def input_refs(paths: list[str], settings: Any) -> tuple[ObjectStore, list[ObjectRef]]:
     """Local files and folders, or one ``s3://bucket/prefix`` (listed through the configured endpoint)."""
-    from pipeline.adapters.minio_store import MinioStore, storage_client
     from pipeline.adapters.publisher import find_recordings
+    from pipeline.adapters.minio_store import MinioStore, storage_client
 
     remote = [p for p in paths if p.startswith("s3://")]
     if remote:
