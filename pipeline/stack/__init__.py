@@ -17,10 +17,8 @@ from typing import Any
 from pipeline.catalog import load_catalog
 from pipeline.config import STACK_ENV_FILE, Settings, write_env_file
 from pipeline.errors import StackError
-from pipeline.adapters.kafka_admin import apply_catalog, wait_for_broker
-from pipeline.stack import kafka, minio
+from pipeline.stack import kafka
 from pipeline.stack.processes import alive, free_port, port_open, stop
-from pipeline.adapters.minio_store import storage_client
 
 STATE_FILE = "stack.json"
 PIDS_FILE = "pids.json"  # each server's pid, written the moment it starts
@@ -51,6 +49,11 @@ def _load_state(state_dir: Path) -> StackState | None:
 
 
 def up(settings: Settings, kafka_port: int | None = None, minio_port: int | None = None) -> StackState:
+    # The clients load here, not at import: `callqa stack status` and the stack's helpers need neither.
+    from pipeline.adapters.kafka_admin import apply_catalog, wait_for_broker
+    from pipeline.adapters.minio_store import storage_client
+    from pipeline.stack import minio
+
     state_dir = settings.state_dir.resolve()
     existing = _load_state(state_dir)
     if existing and alive(existing.kafka_pid) and alive(existing.minio_pid):
@@ -141,6 +144,8 @@ def down(settings: Settings) -> list[str]:
 
 def restart_kafka(settings: Settings) -> StackState:
     """Stop the broker and start it again on the same ports and data (a broker restart drill)."""
+    from pipeline.adapters.kafka_admin import wait_for_broker
+
     state_dir = settings.state_dir.resolve()
     state = _load_state(state_dir)
     if state is None:

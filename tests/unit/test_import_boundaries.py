@@ -1,0 +1,85 @@
+"""Import boundaries, measured: a module that does not itself import a framework loads none.
+
+Frameworks: torch, confluent_kafka, faust, aiokafka, minio. A module whose own top-level
+imports name one of them (an adapter, a runner, the engine) may load what it needs. Every
+other module of ``pipeline`` must load none: they are imported one after another in one
+fresh interpreter, recording after each import which frameworks ``sys.modules`` holds
+(imports only add modules, so a framework loaded by any of them shows up against the
+first that loads it). On a failure each offender is imported alone again, to name it
+without doubt. The table is printed (``pytest -s``).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import pkgutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pipeline
+
+FRAMEWORKS = ("torch", "confluent_kafka", "faust", "aiokafka", "minio")
+ROOT = Path(__file__).resolve().parents[2]
+PROBE = """
+import importlib, json, sys, time
+rows = []
+for name in sys.argv[1:]:
+    started = time.perf_counter()
+    importlib.import_module(name)
+    rows.append([name, round(time.perf_counter() - started, 3), [m for m in FRAMEWORKS if m in sys.modules]])
+print(json.dumps(rows))
+""".replace("FRAMEWORKS", repr(FRAMEWORKS))
+
+
+def modules() -> list[str]:
+    names = [m.name for m in pkgutil.walk_packages(pipeline.__path__, "pipeline.")]
+    return sorted(n for n in names if not n.rsplit(".", 1)[-1].startswith("__"))
+
+
+def source_of(name: str) -> Path:
+    path = ROOT / Path(*name.split("."))
+    return path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+
+
+def own_frameworks(name: str) -> set[str]:
+    """Frameworks named by the module's top-level imports (not those inside functions or TYPE_CHECKING)."""
+    tree = ast.parse(source_of(name).read_text())
+    named = set()
+    for node in tree.body:
+        body = node.body + node.handlers if isinstance(node, ast.Try) else [node]  # type: ignore[operator]
+        for stmt in body:
+            if isinstance(stmt, ast.Import):
+                named |= {a.name.split(".")[0] for a in stmt.names}
+            elif isinstance(stmt, ast.ImportFrom) and stmt.module and stmt.level == 0:
+                named.add(stmt.module.split(".")[0])
+    return named & set(FRAMEWORKS)
+
+
+def probe(names: list[str]) -> list[tuple[str, float, list[str]]]:
+    """Import ``names`` in order in one fresh interpreter: (module, seconds, frameworks loaded so far)."""
+    out = subprocess.run([sys.executable, "-c", PROBE, *names], cwd=ROOT, capture_output=True, text=True,
+                         check=False)
+    if out.returncode != 0:
+        raise AssertionError(f"importing {names} failed:\n{out.stderr[-2000:]}")
+    return [(name, seconds, loaded) for name, seconds, loaded in json.loads(out.stdout.strip().splitlines()[-1])]
+
+
+def test_no_module_loads_a_framework_it_does_not_import_itself() -> None:
+    names = modules()
+    own = {name: own_frameworks(name) for name in names}
+    pure = [n for n in names if not own[n]]
+    measured = {name: (seconds, loaded) for name, seconds, loaded in probe(pure)}
+    leaks = [name for name in pure if measured[name][1]]
+    if leaks:  # name each offender for sure: alone in a fresh interpreter
+        leaks = [f"{name} loads {probe([name])[0][2]}" for name in leaks if probe([name])[0][2]]
+    print(f"\n{'module':<34} {'own framework imports':<24} {'loads (measured)':<18} import s (incremental)")
+    for name in names:
+        if own[name]:
+            print(f"{name:<34} {','.join(sorted(own[name])):<24} {'(adapter/runner)':<18}")
+        else:
+            seconds, loaded = measured[name]
+            print(f"{name:<34} {'-':<24} {','.join(loaded) or 'none':<18} {seconds:6.2f}")
+    print(f"{len(pure)} modules import no framework and load none; {len(names) - len(pure)} import one themselves")
+    assert not leaks, leaks
