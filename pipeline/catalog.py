@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 import yaml
@@ -45,10 +45,13 @@ class LiveTopic:
     config: dict[str, str]
 
 
+TopicAction = Literal["create", "add_partitions", "alter_config", "cannot_shrink", "replication_differs"]
+
+
 @dataclass(frozen=True)
 class TopicChange:
     topic: str  # physical name
-    action: str  # create | add_partitions | alter_config | cannot_shrink | replication_differs
+    action: TopicAction
     detail: dict[str, Any] = field(default_factory=dict)
 
     @property

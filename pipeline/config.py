@@ -19,6 +19,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from pipeline.errors import ConfigError
+from pipeline.logs import LogFormat
 
 DEFAULT_STATE_DIR = Path(".callqa")
 STACK_ENV_FILE = "stack.env"
@@ -73,7 +74,7 @@ class Settings(BaseSettings):
     backlog_interval_s: float = 15.0  # how often a stage refreshes its backlog gauges
     dlq_max_attempts: int = 3  # redrives of one letter before it is parked instead
 
-    log_format: str = "auto"  # auto | json | console
+    log_format: LogFormat = "auto"
     log_level: str = "info"
 
     @field_validator("bucket_edges_s")

@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import logging
 import sys
+from typing import Literal
 
 import structlog
 
 
-def configure_logging(fmt: str = "auto", level: str = "info") -> None:
+LogFormat = Literal["auto", "json", "console"]
+
+
+def configure_logging(fmt: LogFormat = "auto", level: str = "info") -> None:
     json_output = fmt == "json" or (fmt == "auto" and not sys.stderr.isatty())
     renderer = structlog.processors.JSONRenderer() if json_output else structlog.dev.ConsoleRenderer()
     structlog.configure(

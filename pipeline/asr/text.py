@@ -10,20 +10,12 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from functools import lru_cache
 
-import opencc
+from pipeline.chinese import to_simplified
+
+__all__ = ["normalize_en", "normalize_zh", "to_simplified"]
 
 _SPACES = re.compile(r"\s+")
-
-
-@lru_cache(maxsize=1)
-def _t2s() -> opencc.OpenCC:
-    return opencc.OpenCC("t2s")
-
-
-def to_simplified(text: str) -> str:
-    return _t2s().convert(text)
 
 
 def _strip_punct(text: str) -> str:

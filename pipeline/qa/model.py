@@ -17,6 +17,10 @@ from pipeline.qa.errors import CallTextError
 Severity = Literal["info", "low", "medium", "high", "critical"]
 SEVERITIES: tuple[Severity, ...] = ("info", "low", "medium", "high", "critical")
 PIIType = Literal["bank_card", "cn_resident_id", "phone"]
+RuleKind = Literal[
+    "keyword", "regex", "forbidden_phrase", "required_disclosure", "pii",
+    "long_silence", "talk_over", "speech_rate", "talk_ratio",
+]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -109,7 +113,7 @@ class Finding:
     """One rule's verdict on one stretch of a call. ``evidence`` is redacted text."""
 
     rule_id: str
-    kind: str
+    kind: RuleKind
     severity: Severity
     role: str | None
     start_s: float | None

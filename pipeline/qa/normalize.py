@@ -16,12 +16,11 @@ follow each other ("no one" stays).
 
 from __future__ import annotations
 
-import functools
 import re
 import unicodedata
 from dataclasses import dataclass
 
-import opencc
+from pipeline.chinese import to_simplified
 
 # (text, original start, original end): one normalised piece and where it came from.
 _Piece = tuple[str, int, int]
@@ -44,16 +43,6 @@ _EN_REPEAT = {"double": 2, "triple": 3}
 _EN_HOMOPHONES = {"for": "4", "to": "2", "too": "2", "ate": "8", "won": "1", "o": "0"}
 _RUN_GAP = re.compile(r" ?[,.;:/-] ?")  # "four, five" / "4. 5": a pause between groups
 _ASCII_WORD = re.compile(r"[a-z]+|[0-9]+")
-
-
-@functools.cache
-def _t2s() -> opencc.OpenCC:
-    return opencc.OpenCC("t2s")
-
-
-def to_simplified(text: str) -> str:
-    """Traditional → Simplified Chinese (OpenCC t2s); other text is unchanged."""
-    return str(_t2s().convert(text))
 
 
 def is_cjk(ch: str) -> bool:
@@ -106,9 +95,9 @@ def normalize_phrase(phrase: str) -> str:
 
 def _char_pieces(text: str) -> list[_Piece]:
     """Traditional → Simplified, NFKC and case folding, one original character at a time."""
-    simplified = _t2s().convert(text)
+    simplified = to_simplified(text)
     if len(simplified) != len(text):  # a phrase conversion changed length: keep the map exact
-        simplified = "".join(_t2s().convert(ch) or ch for ch in text)
+        simplified = "".join(to_simplified(ch) or ch for ch in text)
         if len(simplified) != len(text):
             simplified = text
     pieces: list[_Piece] = []

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 
 from pipeline.qa.errors import RulePackError
 from pipeline.qa.metrics import Language
-from pipeline.qa.model import PIIType, Severity
+from pipeline.qa.model import PIIType, RuleKind, Severity
 from pipeline.qa.normalize import normalize_phrase
 
 ScopeRole = Literal["agent", "customer", "any"]
@@ -178,10 +178,6 @@ AnyRule = (
     | LongSilenceRule | TalkOverRule | SpeechRateRule | TalkRatioRule
 )  # fmt: skip
 Rule = Annotated[AnyRule, Field(discriminator="kind")]
-RuleKind = Literal[
-    "keyword", "regex", "forbidden_phrase", "required_disclosure", "pii",
-    "long_silence", "talk_over", "speech_rate", "talk_ratio",
-]  # fmt: skip
 _RULE_ADAPTER: TypeAdapter[Any] = TypeAdapter(Rule)
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import soundfile
 
 from pipeline.errors import CallQAError
+from pipeline.events import ReasonCode
 
 HEAD_BYTES = 64 * 1024
 
@@ -35,7 +36,7 @@ _FLAC_MIN_FRAME_BYTES = 8
 class ProbeError(CallQAError):
     """The recording cannot be routed; ``reason`` is the dead-letter reason code."""
 
-    def __init__(self, reason: str, message: str) -> None:
+    def __init__(self, reason: ReasonCode, message: str) -> None:
         super().__init__(message)
         self.reason = reason
 
@@ -53,7 +54,7 @@ class AudioInfo:
         return self.frames / self.sample_rate_hz
 
 
-class NeedsFullRead(Exception):
+class NeedsFullRead(CallQAError):
     """The header alone does not give the duration (not an error: read the whole object)."""
 
 
