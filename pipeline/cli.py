@@ -101,8 +101,8 @@ def stack_status() -> None:
 @topics_app.command("apply")
 def topics_apply() -> None:
     """Create or update the catalog's topics; a second run changes nothing."""
-    from pipeline.catalog import load_catalog
     from pipeline.adapters.kafka_admin import apply_catalog
+    from pipeline.catalog import load_catalog
 
     cfg = settings()
     changes = apply_catalog(cfg, load_catalog(cfg.bucket_names, cfg.replication_factor))
@@ -119,8 +119,8 @@ def topics_apply() -> None:
 @topics_app.command("describe")
 def topics_describe() -> None:
     """Live topic state beside the catalog."""
-    from pipeline.catalog import load_catalog
     from pipeline.adapters.kafka_admin import describe
+    from pipeline.catalog import load_catalog
 
     cfg = settings()
     echo_json(describe(cfg, load_catalog(cfg.bucket_names, cfg.replication_factor)))
@@ -158,8 +158,8 @@ def ingest(
 ) -> None:
     """Upload recordings with their metadata; MinIO then emits each arrival itself."""
     from pipeline.adapters import publisher as arrivals
-    from pipeline.events import ObjectRef
     from pipeline.adapters.minio_store import storage_client
+    from pipeline.events import ObjectRef
 
     cfg = settings()
     common = {k: v for k, v in {"agent-id": agent_id, "roles": roles, "start-time": start_time}.items() if v}

@@ -85,7 +85,7 @@ class Settings(BaseSettings):
         return edges
 
     @model_validator(mode="after")
-    def _names_match_edges(self) -> "Settings":
+    def _names_match_edges(self) -> Settings:
         if len(self.bucket_names) != len(self.bucket_edges_s) + 1:
             raise ValueError(
                 f"{len(self.bucket_edges_s)} bucket edges need {len(self.bucket_edges_s) + 1} "

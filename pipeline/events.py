@@ -211,7 +211,7 @@ class DeadLetter(Event):
     failed_at: datetime = Field(default_factory=utc_now)
 
     @classmethod
-    def of(cls, *, payload: bytes | None, key: bytes | None, **fields: Any) -> "DeadLetter":
+    def of(cls, *, payload: bytes | None, key: bytes | None, **fields: Any) -> DeadLetter:
         return cls(
             original_payload_b64=base64.b64encode(payload or b"").decode(),
             original_key=key.decode("utf-8", "backslashreplace") if key else None,

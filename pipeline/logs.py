@@ -12,7 +12,6 @@ from typing import Literal
 
 import structlog
 
-
 LogFormat = Literal["auto", "json", "console"]
 
 

@@ -3,6 +3,10 @@
 Integration tests get a real Kafka broker and MinIO server, started once per test
 session in a temporary state directory and stopped at the end. There is no skip:
 if the stack cannot start, every integration test fails with the reason.
+
+Markers are applied here: ``integration`` (tests/integration), ``model`` (any test using
+the real ``engine``, loaded once per session), ``browser`` (headless chromium), and
+``unit`` for every other test (fast: ``bash tools/test.sh -m unit``).
 """
 
 from __future__ import annotations
@@ -10,11 +14,37 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from pipeline import stack
 from pipeline.config import Settings, read_env_file
+
+# Default cache dir (~/.cache/callqa/models) so local runs and CI reuse the joined model.
+# (Keyword arguments: torch loads only when a test asks for the engine.)
+ENGINE_KWARGS = {"device": "cpu", "max_batch_items": 8, "max_batch_audio_s": 120.0}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        path = Path(str(item.path))
+        if "integration" in path.parts:
+            item.add_marker(pytest.mark.integration)
+        elif "engine" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.model)
+        elif path.name.endswith("_browser.py"):
+            item.add_marker(pytest.mark.browser)
+        else:
+            item.add_marker(pytest.mark.unit)
+
+
+@pytest.fixture(scope="session")
+def engine() -> Any:
+    """The real Whisper engine on CPU, loaded once for every test that needs it."""
+    from pipeline.asr import Engine, EngineOptions
+
+    return Engine.load(EngineOptions(**ENGINE_KWARGS))
 
 
 @pytest.fixture(scope="session")

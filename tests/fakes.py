@@ -66,8 +66,10 @@ class FakeConsumer:
         return [TopicPartition(t, p) for t, p in self.assigned]
 
     def committed(self, partitions: list[TopicPartition], timeout: float) -> list[TopicPartition]:
-        return [TopicPartition(p.topic, p.partition, self.committed_offsets.get((p.topic, p.partition), -1001))
-                for p in partitions]
+        return [
+            TopicPartition(p.topic, p.partition, self.committed_offsets.get((p.topic, p.partition), -1001))
+            for p in partitions
+        ]
 
     def seek(self, tp: TopicPartition) -> None:
         self.seeks.append((tp.partition, tp.offset))
@@ -105,8 +107,14 @@ class FakeProducer:
     def commit_transaction(self, timeout: float) -> None:
         if self.fail_commit:
             fatal, self.fail_commit = self.fail_commit == "fatal", None
-            raise KafkaException(KafkaError(KafkaError._FENCED if fatal else KafkaError._TIMED_OUT, "test",
-                                            fatal=fatal, txn_requires_abort=not fatal))
+            raise KafkaException(
+                KafkaError(
+                    KafkaError._FENCED if fatal else KafkaError._TIMED_OUT,
+                    "test",
+                    fatal=fatal,
+                    txn_requires_abort=not fatal,
+                )
+            )
         self.produced += self._open
         self.offsets += self._pending_offsets
         self.commits += 1
@@ -145,14 +153,29 @@ class FakeEngine:
     def _say(call: CallAudio, texts: dict[str, str]) -> CallTranscript:
         duration_s = call.samples.shape[1] / call.sample_rate
         text = texts.get(call.call_id, f"words of {call.call_id}")
-        segments = [Segment(role=role, channel=ch, start_s=0.0, end_s=duration_s, text=text)
-                    for ch, role in enumerate(call.roles)]
-        return CallTranscript(call.call_id, segments, {ch: "en" for ch in range(len(call.roles))}, "fake", "1",
-                              {"asr_s": 0.0}, duration_s)
+        segments = [
+            Segment(role=role, channel=ch, start_s=0.0, end_s=duration_s, text=text)
+            for ch, role in enumerate(call.roles)
+        ]
+        return CallTranscript(
+            call.call_id, segments, {ch: "en" for ch in range(len(call.roles))}, "fake", "1", {"asr_s": 0.0}, duration_s
+        )
 
 
 def _stats(calls: Sequence[CallAudio]) -> BatchStats:
     audio_s = sum(c.samples.shape[1] / c.sample_rate for c in calls)
-    return BatchStats(items=len(calls), bucket_s=30.0, audio_s=audio_s, speech_s=audio_s, computed_s=30.0 * len(calls),
-                      encode_s=0.0, decode_s=0.0, decode_steps=0, decode_row_steps=0, compactions=0,
-                      memory_allocated_bytes=0, memory_reserved_bytes=0, memory_peak_bytes=0)
+    return BatchStats(
+        items=len(calls),
+        bucket_s=30.0,
+        audio_s=audio_s,
+        speech_s=audio_s,
+        computed_s=30.0 * len(calls),
+        encode_s=0.0,
+        decode_s=0.0,
+        decode_steps=0,
+        decode_row_steps=0,
+        compactions=0,
+        memory_allocated_bytes=0,
+        memory_reserved_bytes=0,
+        memory_peak_bytes=0,
+    )

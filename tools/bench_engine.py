@@ -36,10 +36,10 @@ import io
 import json
 import os
 import platform
+import resource
 import subprocess
 import sys
 import threading
-import resource
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path

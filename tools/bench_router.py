@@ -25,12 +25,12 @@ import numpy as np
 import soundfile as sf
 
 from pipeline import stack
+from pipeline.adapters.minio_store import MinioStore, storage_client
 from pipeline.config import Settings, read_env_file
 from pipeline.events import AudioArrived, ObjectRef, RoutedCall, decode, encode
+from pipeline.stack.minio import prepare_bucket
 from pipeline.stages.router import ArrivalRouter
 from pipeline.stages.routing import Buckets
-from pipeline.stack.minio import prepare_bucket
-from pipeline.adapters.minio_store import MinioStore, storage_client
 from tests.kafka_helpers import TopicReader
 from tests.processes import settings_env
 

@@ -50,8 +50,9 @@ class Fetcher:
         started = time.perf_counter()
         cap = max_object_bytes(call)
         if (call.object.size_bytes or 0) > cap:
-            return item.dead("corrupt_header", f"object is {call.object.size_bytes} bytes; its routed header "
-                                               f"allows at most {cap}")
+            return item.dead(
+                "corrupt_header", f"object is {call.object.size_bytes} bytes; its routed header allows at most {cap}"
+            )
         for attempt in range(1, self.retry.attempts + 1):
             try:
                 data = self.store.read(call.object, 0, cap + 1)  # never more than the header allows

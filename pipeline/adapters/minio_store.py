@@ -22,7 +22,8 @@ def storage_client(settings: Settings) -> Minio:
         secure=settings.s3_secure,
         region=settings.s3_region,
         http_client=urllib3.PoolManager(
-            maxsize=16, timeout=urllib3.Timeout(connect=5, read=60),
+            maxsize=16,
+            timeout=urllib3.Timeout(connect=5, read=60),
             retries=urllib3.Retry(total=3, backoff_factor=0.2, status_forcelist=[500, 502, 503, 504]),
         ),
     )
@@ -44,14 +45,16 @@ class MinioStore:
             raise StorageError(f"stat {ref.bucket}/{ref.key}: {type(exc).__name__}: {exc}") from exc
         metadata = {
             k.lower().removeprefix(_META_PREFIX): v
-            for k, v in (st.metadata or {}).items() if k.lower().startswith(_META_PREFIX)
+            for k, v in (st.metadata or {}).items()
+            if k.lower().startswith(_META_PREFIX)
         }
         return ObjectInfo(st.size or 0, (st.etag or "").strip('"') or None, st.version_id, metadata)
 
     def read(self, ref: ObjectRef, offset: int = 0, length: int | None = None) -> bytes:
         try:
-            resp = self.client.get_object(ref.bucket, ref.key, offset=offset, length=length or 0,
-                                          version_id=ref.version_id)
+            resp = self.client.get_object(
+                ref.bucket, ref.key, offset=offset, length=length or 0, version_id=ref.version_id
+            )
             try:
                 return resp.read()
             finally:

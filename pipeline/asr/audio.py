@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import io
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 import numpy as np
 import soundfile as sf

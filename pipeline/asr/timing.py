@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
+
 from pipeline.asr.packing import RATE, PackedWindow
 
 MIN_PART_S = 0.4  # a split part with less audio than this gets no text

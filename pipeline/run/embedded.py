@@ -284,8 +284,8 @@ def local_call_ids(paths: list[str]) -> dict[str, str]:
 
 def input_refs(paths: list[str], settings: Any) -> tuple[ObjectStore, list[ObjectRef]]:
     """Local files and folders, or one ``s3://bucket/prefix`` (listed through the configured endpoint)."""
-    from pipeline.adapters.publisher import find_recordings
     from pipeline.adapters.minio_store import MinioStore, storage_client
+    from pipeline.adapters.publisher import find_recordings
 
     remote = [p for p in paths if p.startswith("s3://")]
     if remote:

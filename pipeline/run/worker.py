@@ -81,8 +81,9 @@ class _InFlight:
 
 
 class AsrWorker:
-    def __init__(self, settings: Settings, opts: WorkerOptions, engine: SpeechEngine,
-                 store: ObjectStore | None = None) -> None:
+    def __init__(
+        self, settings: Settings, opts: WorkerOptions, engine: SpeechEngine, store: ObjectStore | None = None
+    ) -> None:
         self.settings, self.opts, self.engine = settings, opts, engine
         self.input_topic = settings.topic(f"audio.bucket.{opts.bucket}")
         self.output_topic = settings.topic("asr.transcripts")
@@ -95,33 +96,46 @@ class AsrWorker:
         self.metrics = WorkerMetrics(opts.bucket)
         self.stopping = threading.Event()
         self.checkpoint = Checkpoint()
-        self.gatherer: Gatherer[Message] = Gatherer(self._consume, self.checkpoint,
-                                                    BatchBudget(opts.max_calls, opts.max_audio_s), opts.window_ms)
+        self.gatherer: Gatherer[Message] = Gatherer(
+            self._consume, self.checkpoint, BatchBudget(opts.max_calls, opts.max_audio_s), opts.window_ms
+        )
         self.consumer: Any = None
         self.committer: BatchCommitter | None = None
 
     # -- clients (created in the process that uses them, after any fork) -------------------
 
     def _connect(self) -> None:
-        self.consumer = Consumer({
-            **self.settings.kafka_common(),
-            "group.id": self.settings.topic(f"asr-{self.opts.bucket}"),
-            "group.instance.id": self.opts.member_id,
-            "partition.assignment.strategy": "cooperative-sticky",
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-            "auto.offset.reset": "earliest",
-            "session.timeout.ms": self.opts.session_timeout_ms,
-            "max.poll.interval.ms": 600000,
-        })
-        self.consumer.subscribe([self.input_topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
-                                on_lost=self._on_revoke)
+        self.consumer = Consumer(
+            {
+                **self.settings.kafka_common(),
+                "group.id": self.settings.topic(f"asr-{self.opts.bucket}"),
+                "group.instance.id": self.opts.member_id,
+                "partition.assignment.strategy": "cooperative-sticky",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+                "auto.offset.reset": "earliest",
+                "session.timeout.ms": self.opts.session_timeout_ms,
+                "max.poll.interval.ms": 600000,
+            }
+        )
+        self.consumer.subscribe(
+            [self.input_topic], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_revoke
+        )
         self.committer = self._committer(self.consumer, self._new_producer)
 
     def _committer(self, consumer: Any, new_producer: Any) -> BatchCommitter:
         raw_topic = self.settings.topic("asr.transcripts.raw") if self.settings.publish_raw_transcripts else None
-        return BatchCommitter(consumer, new_producer, self.checkpoint, self.output_topic, self.dlq_topic,
-                              self.metrics, self.limits, raw_topic, self.stopping)
+        return BatchCommitter(
+            consumer,
+            new_producer,
+            self.checkpoint,
+            self.output_topic,
+            self.dlq_topic,
+            self.metrics,
+            self.limits,
+            raw_topic,
+            self.stopping,
+        )
 
     def _new_producer(self) -> Producer:
         producer = Producer(self.producer_config())

@@ -54,10 +54,18 @@ class GroupConsumer(Protocol):
 
 
 class BatchCommitter:
-    def __init__(self, consumer: GroupConsumer, new_producer: Callable[[], TransactionalProducer],
-                 checkpoint: Checkpoint, output_topic: str, dlq_topic: str, metrics: WorkerMetrics,
-                 limits: MessageLimits, raw_topic: str | None = None,
-                 stopping: threading.Event | None = None) -> None:
+    def __init__(
+        self,
+        consumer: GroupConsumer,
+        new_producer: Callable[[], TransactionalProducer],
+        checkpoint: Checkpoint,
+        output_topic: str,
+        dlq_topic: str,
+        metrics: WorkerMetrics,
+        limits: MessageLimits,
+        raw_topic: str | None = None,
+        stopping: threading.Event | None = None,
+    ) -> None:
         self.consumer, self.new_producer, self.checkpoint = consumer, new_producer, checkpoint
         self.output_topic, self.dlq_topic, self.metrics = output_topic, dlq_topic, metrics
         self.limits, self.raw_topic = limits, raw_topic  # raw_topic: clear-text copies, only when configured
@@ -85,8 +93,13 @@ class BatchCommitter:
         self._report_lag(plan.offsets)
         for d in dead:
             topic, partition, offset = position_of(d.tag)
-            log.warning("call_dead_lettered", call_id=d.letter.original_key, reason=d.letter.reason,
-                        partition=partition, offset=offset)
+            log.warning(
+                "call_dead_lettered",
+                call_id=d.letter.original_key,
+                reason=d.letter.reason,
+                partition=partition,
+                offset=offset,
+            )
         return True
 
     def _transaction(self, plan: CommitPlan, kept: list[Any]) -> None:
@@ -101,9 +114,12 @@ class BatchCommitter:
         for outcome in kept:
             if not isinstance(outcome, Transcribed):
                 self.producer.produce(self.dlq_topic, key=outcome.tag.key(), value=encode(outcome.letter))
-        _with_deadline(self.producer.send_offsets_to_transaction,
-                       [TopicPartition(t, p, o) for (t, p), o in plan.offsets.items()],
-                       self.consumer.consumer_group_metadata(), 30)
+        _with_deadline(
+            self.producer.send_offsets_to_transaction,
+            [TopicPartition(t, p, o) for (t, p), o in plan.offsets.items()],
+            self.consumer.consumer_group_metadata(),
+            30,
+        )
         _with_deadline(self.producer.commit_transaction, 30)
 
     def _fitting(self, outcome: Any) -> Any:
@@ -117,10 +133,18 @@ class BatchCommitter:
             return outcome
         msg = outcome.tag
         topic, partition, offset = position_of(msg)
-        return Dead(too_large_letter(
-            stage="asr", topic=self.output_topic, size_bytes=len(value), limit_bytes=self.limits.limit("asr.transcripts"),
-            payload=msg.value(), key=msg.key(), source=SourcePosition(topic=topic, partition=partition, offset=offset)),
-            msg)
+        return Dead(
+            too_large_letter(
+                stage="asr",
+                topic=self.output_topic,
+                size_bytes=len(value),
+                limit_bytes=self.limits.limit("asr.transcripts"),
+                payload=msg.value(),
+                key=msg.key(),
+                source=SourcePosition(topic=topic, partition=partition, offset=offset),
+            ),
+            msg,
+        )
 
     def _report_lag(self, committed: dict[tuple[str, int], int]) -> None:
         for (topic, partition), offset in committed.items():

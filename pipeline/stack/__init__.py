@@ -50,8 +50,6 @@ def _load_state(state_dir: Path) -> StackState | None:
 
 def up(settings: Settings, kafka_port: int | None = None, minio_port: int | None = None) -> StackState:
     # The clients load here, not at import: `callqa stack status` and the stack's helpers need neither.
-    from pipeline.adapters.kafka_admin import apply_catalog, wait_for_broker
-    from pipeline.adapters.minio_store import storage_client
     from pipeline.stack import minio
 
     state_dir = settings.state_dir.resolve()
@@ -91,6 +89,10 @@ def _record_pid(state_dir: Path, name: str, pid: int) -> None:
 def _start_servers(settings: Settings, state_dir: Path, libs: Path, minio_binary: Path, kafka_port: int,
                    controller_port: int, minio_port: int, console_port: int, timings: dict[str, float],
                    t0: float, t1: float) -> StackState:
+    from pipeline.adapters.kafka_admin import apply_catalog, wait_for_broker
+    from pipeline.adapters.minio_store import storage_client
+    from pipeline.stack import minio
+
     state_dir.mkdir(parents=True, exist_ok=True)
     kafka_pid = kafka.start(libs, state_dir / "kafka", kafka_port, controller_port,
                             on_started=lambda pid: _record_pid(state_dir, "kafka", pid))

@@ -45,8 +45,13 @@ class AsrInput(Generic[Tag]):
     error: str | None = None
 
     @classmethod
-    def of(cls, tag: Tag, payload: bytes, key: bytes | None, source: SourcePosition | None = None,
-           ) -> AsrInput[Tag]:
+    def of(
+        cls,
+        tag: Tag,
+        payload: bytes,
+        key: bytes | None,
+        source: SourcePosition | None = None,
+    ) -> AsrInput[Tag]:
         try:
             return cls(tag, payload, key, source, decode(payload, RoutedCall))
         except DecodeError as exc:
@@ -57,8 +62,18 @@ class AsrInput(Generic[Tag]):
         return self.call.duration_s if self.call else 0.0
 
     def dead(self, reason: ReasonCode, message: str, attempts: int = 1) -> Dead[Tag]:
-        return Dead(DeadLetter.of(payload=self.payload, key=self.key, reason=reason, message=message, stage="asr",
-                                  source=self.source, attempts=attempts), self.tag)
+        return Dead(
+            DeadLetter.of(
+                payload=self.payload,
+                key=self.key,
+                reason=reason,
+                message=message,
+                stage="asr",
+                source=self.source,
+                attempts=attempts,
+            ),
+            self.tag,
+        )
 
 
 @dataclass(frozen=True)
@@ -122,8 +137,11 @@ class AsrStage:
         """Undecodable events are ``malformed_event``; the rest are fetched and decoded."""
         dead: list[Dead[Tag]] = [i.dead("malformed_event", i.error or "undecodable") for i in inputs if i.call is None]
         results = self.fetcher.fetch([i for i in inputs if i.call is not None])
-        return Prepared(list(inputs), [r for r in results if isinstance(r, Fetched)],
-                        dead + [r for r in results if isinstance(r, Dead)])
+        return Prepared(
+            list(inputs),
+            [r for r in results if isinstance(r, Fetched)],
+            dead + [r for r in results if isinstance(r, Dead)],
+        )
 
     def transcribe(self, batch: Prepared[Tag]) -> AsrBatch[Tag]:
         """The batch through the engine; if the batch raises, each call again alone to find the one at fault."""
@@ -137,7 +155,8 @@ class AsrStage:
         wall_s = time.perf_counter() - started
         done: list[AsrOutcome[Tag]] = [
             Transcribed(r.input.tag, r.call, to_transcript(r.call, res, {"fetch_s": r.fetch_s, "batch_wall_s": wall_s}))
-            for r, res in zip(batch.ready, results, strict=True)]
+            for r, res in zip(batch.ready, results, strict=True)
+        ]
         return AsrBatch([*done, *batch.dead], list(self.engine.last_batch_stats), wall_s)
 
     def _one_by_one(self, batch: Prepared[Tag], batch_error: Exception) -> AsrBatch[Tag]:

@@ -30,8 +30,7 @@ def max_decoded_frames(call: RoutedCall) -> int:
 def decoded_mismatch(call: RoutedCall, frames: int, channels: int, rate_hz: int) -> str | None:
     """Why a decoder's view of the stream is not the call that was routed, or None."""
     if channels != call.channels or rate_hz != call.sample_rate_hz:
-        return (f"stream has {channels} channels at {rate_hz} Hz; routed as {call.channels} at "
-                f"{call.sample_rate_hz} Hz")
+        return f"stream has {channels} channels at {rate_hz} Hz; routed as {call.channels} at {call.sample_rate_hz} Hz"
     if frames >= 2**62:
         return None  # length unknown to the header (streamed FLAC): the decoder's failure is caught
     if not 0 <= frames <= max_decoded_frames(call):

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Generic, Iterable, Iterator, Protocol, Sequence, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from pipeline.errors import CallQAError
 
@@ -92,9 +93,7 @@ def bucket_for(duration_s: float, buckets_s: Sequence[float]) -> float:
     return buckets_s[i]
 
 
-def plan_batches(
-    items: Iterable[T], budget: BatchBudget, buckets_s: Sequence[float] | None = None
-) -> list[Batch[T]]:
+def plan_batches(items: Iterable[T], budget: BatchBudget, buckets_s: Sequence[float] | None = None) -> list[Batch[T]]:
     """Group items by bucket and pack each bucket longest-first under ``budget``.
 
     With ``buckets_s`` every item costs its bucket length (the padded shape it
@@ -111,9 +110,15 @@ def plan_batches(
     batches: list[Batch[T]] = []
     for key in sorted(groups, key=lambda k: -1.0 if k is None else k, reverse=True):
         members = sorted(groups[key], key=lambda it: it.duration_s, reverse=True)
-        cost = (lambda it, k=key: k) if key is not None else (lambda it: it.duration_s)
-        batches += [Batch(tuple(run), key) for run in pack_in_order(members, budget, cost)]
+        batches += [Batch(tuple(run), key) for run in pack_in_order(members, budget, _padded_cost(key))]
     return batches
+
+
+def _padded_cost(padded_s: float | None) -> Callable[[HasDuration], float]:
+    """An item's cost in a batch: the bucket length it is padded to, or its own length."""
+    if padded_s is None:
+        return lambda item: item.duration_s
+    return lambda item: padded_s
 
 
 @dataclass(frozen=True)
@@ -169,7 +174,9 @@ def plan_mixed(
         if item.duration_s < 0:
             raise BatchPlanError(f"negative duration {item.duration_s}")
         bucket = bucket_for(item.duration_s, edges)
-        full = current and (len(current) >= capacity(buckets[0]) or not budget.admits(len(current), sum(buckets), bucket))
+        full = current and (
+            len(current) >= capacity(buckets[0]) or not budget.admits(len(current), sum(buckets), bucket)
+        )
         if full:
             batches.append(MixedBatch(tuple(current), tuple(buckets)))
             current, buckets = [], []

@@ -59,8 +59,14 @@ class Queued(Generic[M]):
 class Gatherer(Generic[M]):
     """Collects messages for at most ``window_ms`` or until ``budget`` is full; leftovers wait."""
 
-    def __init__(self, consume: Consume[M], checkpoint: Checkpoint, budget: BatchBudget, window_ms: int,
-                 clock: Clock = time.monotonic) -> None:
+    def __init__(
+        self,
+        consume: Consume[M],
+        checkpoint: Checkpoint,
+        budget: BatchBudget,
+        window_ms: int,
+        clock: Clock = time.monotonic,
+    ) -> None:
         self.consume, self.checkpoint, self.budget = consume, checkpoint, budget
         self.window_s = window_ms / 1000
         self.clock = clock
@@ -69,8 +75,11 @@ class Gatherer(Generic[M]):
     def add(self, msg: M) -> None:
         topic, partition, offset = position_of(msg)
         source = SourcePosition(topic=topic, partition=partition, offset=offset)
-        self.pending.append(Queued(self.checkpoint.stamp(topic, partition, offset),
-                                   AsrInput.of(msg, msg.value() or b"", msg.key(), source)))
+        self.pending.append(
+            Queued(
+                self.checkpoint.stamp(topic, partition, offset), AsrInput.of(msg, msg.value() or b"", msg.key(), source)
+            )
+        )
 
     def gather(self) -> list[Queued[M]]:
         """Up to the budget, within one window; what does not fit waits for the next batch."""

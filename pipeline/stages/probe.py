@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import soundfile
@@ -74,7 +75,7 @@ def probe_head(head: bytes, size_bytes: int) -> AudioInfo:
     raise NeedsFullRead()
 
 
-def _chunks(head: bytes):
+def _chunks(head: bytes) -> Iterator[tuple[bytes, int, int]]:
     """Yield (chunk id, offset of its data, declared size) for the RIFF chunks in ``head``."""
     pos = 12
     while pos + 8 <= len(head):
@@ -107,8 +108,11 @@ def _probe_wav(head: bytes, size_bytes: int) -> AudioInfo:
     _check_plausible("WAV", channels, rate)
     expected_align = channels * ((8 if tag in (6, 7) else bits + 7) // 8)
     if block_align != expected_align:
-        raise ProbeError("corrupt_header", f"WAV block_align {block_align} is not channels x bytes per sample "
-                                           f"({channels} x {bits} bits = {expected_align})")
+        raise ProbeError(
+            "corrupt_header",
+            f"WAV block_align {block_align} is not channels x bytes per sample "
+            f"({channels} x {bits} bits = {expected_align})",
+        )
     offset, declared = data
     available = size_bytes - offset
     if declared in (0xFFFFFFFF, 0):  # streaming writers leave the size open
@@ -123,8 +127,9 @@ def _check_plausible(container: str, channels: int, rate: int) -> None:
     if not 1 <= channels <= MAX_CHANNELS:
         raise ProbeError("corrupt_header", f"{container} header claims {channels} channels (at most {MAX_CHANNELS})")
     if not MIN_RATE_HZ <= rate <= MAX_RATE_HZ:
-        raise ProbeError("corrupt_header", f"{container} header claims a {rate} Hz sample rate "
-                                           f"({MIN_RATE_HZ}-{MAX_RATE_HZ} Hz)")
+        raise ProbeError(
+            "corrupt_header", f"{container} header claims a {rate} Hz sample rate ({MIN_RATE_HZ}-{MAX_RATE_HZ} Hz)"
+        )
 
 
 def _probe_flac(head: bytes, size_bytes: int) -> AudioInfo:
@@ -144,8 +149,9 @@ def _probe_flac(head: bytes, size_bytes: int) -> AudioInfo:
         raise NeedsFullRead()  # an encoder that did not know the length
     most = size_bytes // (_FLAC_MIN_FRAME_BYTES + channels) * max_block
     if frames > most:
-        raise ProbeError("corrupt_header", f"FLAC STREAMINFO claims {frames} samples; {size_bytes} bytes "
-                                           f"hold at most {most}")
+        raise ProbeError(
+            "corrupt_header", f"FLAC STREAMINFO claims {frames} samples; {size_bytes} bytes hold at most {most}"
+        )
     return AudioInfo("FLAC", f"PCM_{bits}", rate, channels, frames)
 
 

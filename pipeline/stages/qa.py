@@ -51,8 +51,9 @@ class QaStage:
             return _dead("malformed_transcript", str(exc), payload, key, source)
         return self.evaluate(transcript, payload, key, source)
 
-    def evaluate(self, transcript: Transcript, payload: bytes, key: bytes | None,
-                 source: SourcePosition | None = None) -> QaOutcome:
+    def evaluate(
+        self, transcript: Transcript, payload: bytes, key: bytes | None, source: SourcePosition | None = None
+    ) -> QaOutcome:
         """``payload`` is the transcript as it arrived: a dead letter keeps it for a replay."""
         try:
             event = to_event(self.engine.evaluate(transcript))
@@ -66,6 +67,7 @@ class QaStage:
             return _dead("internal_error", f"QA evaluation failed: {type(exc).__name__}", payload, key, source)
 
 
-def _dead(reason: ReasonCode, message: str, payload: bytes, key: bytes | None,
-          source: SourcePosition | None) -> Dead[None]:
+def _dead(
+    reason: ReasonCode, message: str, payload: bytes, key: bytes | None, source: SourcePosition | None
+) -> Dead[None]:
     return Dead(DeadLetter.of(payload=payload, key=key, reason=reason, message=message, stage="qa", source=source))

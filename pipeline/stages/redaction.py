@@ -26,11 +26,10 @@ def redact_transcript(t: Transcript) -> Transcript:
     segments = [SegmentText(s.role, s.channel, s.start_s, s.end_s, s.text) for s in t.segments]
     hits = find_pii(segments, [normalize(s.text) for s in segments])
     texts = [_LONG_DIGIT_RUN.sub(BACKSTOP_LABEL, text) for text in redact_texts(segments, hits)]
-    return t.model_copy(update={
-        "segments": [s.model_copy(update={"text": text}) for s, text in zip(t.segments, texts, strict=True)],
-        "pii": [PIISpan(type=h.type, role=h.role, start_s=h.start_s, end_s=h.end_s, confidence=h.confidence)
-                for h in hits],
-        "redacted": True,
-    })
-
-
+    return t.model_copy(
+        update={
+            "segments": [s.model_copy(update={"text": text}) for s, text in zip(t.segments, texts, strict=True)],
+            "pii": [PIISpan(type=h.type, role=h.role, start_s=h.start_s, end_s=h.end_s) for h in hits],
+            "redacted": True,
+        }
+    )

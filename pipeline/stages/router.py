@@ -12,19 +12,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, MutableMapping
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
 
 from pipeline.errors import DecodeError, SkipEvent
 from pipeline.events import (
     AudioArrived,
     DeadLetter,
     ObjectRef,
+    ReasonCode,
     RoutedCall,
     SourcePosition,
     UnsupportedSchemaVersion,
     decode_arrival,
 )
+from pipeline.stages.outcomes import Dead
 from pipeline.stages.probe import (
     HEAD_BYTES,
     AudioInfo,
@@ -53,17 +55,15 @@ class Routed:
     dedup_key: str
 
 
-@dataclass(frozen=True)
-class Dead:
-    letter: DeadLetter
+SkipReason = Literal["not_creation", "foreign_bucket", "duplicate"]
 
 
 @dataclass(frozen=True)
 class Skipped:
-    why: str  # "not_creation" | "foreign_bucket" | "duplicate"
+    why: SkipReason
 
 
-Outcome = Routed | Dead | Skipped
+Outcome = Routed | Dead[None] | Skipped
 
 
 @dataclass
@@ -74,22 +74,23 @@ class ArrivalRouter:
     max_duration_s: float
     full_read_cap_bytes: int = 512 * 1024 * 1024
     accept_buckets: frozenset[str] | None = None  # storage buckets we route; None = all
-    balancer: PartitionBalancer | None = None
-
-    def __post_init__(self) -> None:
-        self.balancer = self.balancer or PartitionBalancer()
+    balancer: PartitionBalancer = field(default_factory=PartitionBalancer)
 
     def route(
-        self, payload: bytes, key: bytes | None, seen: MutableMapping[str, float],
-        source: SourcePosition | None = None, generation: int = 0,
+        self,
+        payload: bytes,
+        key: bytes | None,
+        seen: MutableMapping[str, float],
+        source: SourcePosition | None = None,
     ) -> Outcome:
         """Route one arrival. ``seen`` is the de-duplication table (identity → routed time);
         the caller records ``Routed.dedup_key`` in it once the output is committed.
         ``generation`` > 0 re-routes a version already routed: a replay has its own identity."""
 
-        def dead(reason: str, message: str) -> Dead:
-            return Dead(DeadLetter.of(payload=payload, key=key, reason=reason, message=message,
-                                      stage="router", source=source))
+        def dead(reason: ReasonCode, message: str) -> Dead[None]:
+            return Dead(
+                DeadLetter.of(payload=payload, key=key, reason=reason, message=message, stage="router", source=source)
+            )
 
         try:
             arrival = decode_arrival(payload)
@@ -98,9 +99,10 @@ class ArrivalRouter:
             return self._route(arrival, seen, generation)
         except SkipEvent:
             return Skipped("not_creation")
+        except UnsupportedSchemaVersion as exc:
+            return dead("unsupported_schema", str(exc))
         except DecodeError as exc:
-            reason = "unsupported_schema" if isinstance(exc, UnsupportedSchemaVersion) else "malformed_event"
-            return dead(reason, str(exc))
+            return dead("malformed_event", str(exc))
         except ProbeError as exc:
             return dead(exc.reason, str(exc))
         except MissingObject as exc:
@@ -115,12 +117,14 @@ class ArrivalRouter:
     def _route(self, arrival: AudioArrived, seen: MutableMapping[str, float], generation: int = 0) -> Outcome:
         info = _storage_call(self.store.stat, arrival.object)
         # Content identity: a re-put of unchanged bytes is a new version with the same etag.
-        ref = ObjectRef(bucket=arrival.object.bucket, key=arrival.object.key,
-                        version_id=info.version_id or arrival.object.version_id,
-                        etag=info.etag or arrival.object.etag, size_bytes=info.size_bytes)
-        dedup_key = f"{ref.bucket}/{ref.key}#{ref.etag or ref.version_id or ''}"
-        if generation:
-            dedup_key += f"~g{generation}"
+        ref = ObjectRef(
+            bucket=arrival.object.bucket,
+            key=arrival.object.key,
+            version_id=info.version_id or arrival.object.version_id,
+            etag=info.etag or arrival.object.etag,
+            size_bytes=info.size_bytes,
+        )
+        dedup_key = ref.identity
         if dedup_key in seen:
             return Skipped("duplicate")
         started = time.perf_counter()
@@ -130,11 +134,19 @@ class ArrivalRouter:
         bucket = self.buckets.bucket_for(audio.duration_s)
         partition = self.balancer.choose(bucket, self.partitions_of(bucket), audio.duration_s)
         call = RoutedCall(
-            call_id=call_id_for(ref.key, metadata), object=ref, bucket=bucket,
-            duration_s=audio.duration_s, sample_rate_hz=audio.sample_rate_hz, channels=audio.channels,
-            frames=audio.frames, container=audio.container, codec=audio.codec,
-            roles=parse_roles(metadata.get("roles"), audio.channels), agent_id=metadata.get("agent-id"),
-            metadata=metadata, probe_ms=round(probe_ms, 3), replay_id=f"gen{generation}" if generation else None,
+            call_id=call_id_for(ref.key, metadata),
+            object=ref,
+            bucket=bucket,
+            duration_s=audio.duration_s,
+            sample_rate_hz=audio.sample_rate_hz,
+            channels=audio.channels,
+            frames=audio.frames,
+            container=audio.container,
+            codec=audio.codec,
+            roles=parse_roles(metadata.get("roles"), audio.channels),
+            agent_id=metadata.get("agent-id"),
+            metadata=metadata,
+            probe_ms=round(probe_ms, 3),
         )
         return Routed(call, partition, dedup_key)
 
@@ -147,8 +159,9 @@ class ArrivalRouter:
         except NeedsFullRead:
             pass
         if size_bytes > self.full_read_cap_bytes:
-            raise ProbeError("too_long", f"{size_bytes} bytes needs a full read, above the "
-                                         f"{self.full_read_cap_bytes}-byte cap")
+            raise ProbeError(
+                "too_long", f"{size_bytes} bytes needs a full read, above the {self.full_read_cap_bytes}-byte cap"
+            )
         return probe_full(head if len(head) >= size_bytes else _storage_call(self.store.read, ref))
 
 

@@ -13,8 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pipeline.events import DeadLetter, SourcePosition
+
+if TYPE_CHECKING:
+    from pipeline.catalog import TopicSpec
 
 # Kafka's broker default for topics that do not set max.message.bytes.
 KAFKA_DEFAULT_MAX_MESSAGE_BYTES = 1048588
@@ -30,9 +34,8 @@ class MessageLimits:
     by_topic: dict[str, int]
 
     @classmethod
-    def from_catalog(cls, specs: Iterable) -> "MessageLimits":  # noqa: ANN001 - catalog.TopicSpec
-        return cls({s.name: int(s.config.get("max.message.bytes", KAFKA_DEFAULT_MAX_MESSAGE_BYTES))
-                    for s in specs})
+    def from_catalog(cls, specs: Iterable[TopicSpec]) -> MessageLimits:
+        return cls({s.name: int(s.config.get("max.message.bytes", KAFKA_DEFAULT_MAX_MESSAGE_BYTES)) for s in specs})
 
     def limit(self, topic: str) -> int:
         return self.by_topic.get(topic, KAFKA_DEFAULT_MAX_MESSAGE_BYTES)
@@ -45,9 +48,22 @@ class MessageLimits:
         return len(key or b"") + len(value) + FRAMING_BYTES <= self.limit(topic)
 
 
-def too_large_letter(*, stage: str, topic: str, size_bytes: int, limit_bytes: int, payload: bytes,
-                     key: bytes | None, source: SourcePosition | None) -> DeadLetter:
+def too_large_letter(
+    *,
+    stage: str,
+    topic: str,
+    size_bytes: int,
+    limit_bytes: int,
+    payload: bytes,
+    key: bytes | None,
+    source: SourcePosition | None,
+) -> DeadLetter:
     """The dead letter for an output that its topic cannot take; ``payload`` is the stage's input."""
-    return DeadLetter.of(payload=payload, key=key, reason="output_too_large", stage=stage, source=source,
-                         message=f"{topic} output of {size_bytes} bytes is over the topic's "
-                                 f"{limit_bytes}-byte max.message.bytes")
+    return DeadLetter.of(
+        payload=payload,
+        key=key,
+        reason="output_too_large",
+        stage=stage,
+        source=source,
+        message=f"{topic} output of {size_bytes} bytes is over the topic's {limit_bytes}-byte max.message.bytes",
+    )

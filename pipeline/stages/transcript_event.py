@@ -10,9 +10,9 @@ def roles_by_channel(call: RoutedCall) -> dict[int, str]:
     return {int(channel): role for channel, role in call.roles.items()}
 
 
-def to_transcript(call: RoutedCall, result: CallTranscript, extra_timings: dict[str, float] | None = None,
-                  replay_id: str | None = None) -> Transcript:
-    """``replay_id``: the replay this run belongs to (a worker's ``--replay-id``), else the routed call's own."""
+def to_transcript(
+    call: RoutedCall, result: CallTranscript, extra_timings: dict[str, float] | None = None
+) -> Transcript:
     return Transcript(
         call_id=call.call_id,
         object=call.object,
@@ -21,8 +21,7 @@ def to_transcript(call: RoutedCall, result: CallTranscript, extra_timings: dict[
         channels=call.channels,
         languages={str(ch): lang for ch, lang in result.languages.items()},
         segments=[
-            Segment(role=s.role, channel=s.channel, start_s=round(s.start_s, 3), end_s=round(s.end_s, 3),
-                    text=s.text)
+            Segment(role=s.role, channel=s.channel, start_s=round(s.start_s, 3), end_s=round(s.end_s, 3), text=s.text)
             for s in result.segments
         ],
         model=ModelInfo(name=result.model_name, version=result.model_version),

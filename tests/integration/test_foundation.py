@@ -11,13 +11,13 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from pipeline import stack
+from pipeline.adapters.kafka_admin import apply_catalog, describe
+from pipeline.adapters.minio_store import storage_client
 from pipeline.catalog import load_catalog
 from pipeline.config import Settings
 from pipeline.events import EVENT_TYPES, AudioArrived, decode, decode_arrival, encode
-from pipeline.adapters.kafka_admin import apply_catalog, describe
 from pipeline.stack.minio import prepare_bucket
 from pipeline.stack.processes import alive, port_open
-from pipeline.adapters.minio_store import storage_client
 from tests.kafka_helpers import consume, produce
 from tests.samples import sample_events
 

@@ -19,12 +19,12 @@ import pytest
 import soundfile as sf
 import soxr
 
+from pipeline.adapters.kafka_admin import apply_catalog
+from pipeline.adapters.minio_store import storage_client
+from pipeline.catalog import load_catalog
 from pipeline.config import Settings
 from pipeline.events import DeadLetter, QAResult, Transcript, decode
-from pipeline.adapters.kafka_admin import apply_catalog
-from pipeline.catalog import load_catalog
 from pipeline.stack.minio import prepare_bucket
-from pipeline.adapters.minio_store import storage_client
 from tests.kafka_helpers import TopicReader
 from tests.processes import callqa, spawn, stop
 from tools.make_sample_calls import make_call

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.adapters.kafka_admin import apply_catalog
 from pipeline.catalog import load_catalog
 from pipeline.config import Settings
 from pipeline.events import DeadLetter, ModelInfo, ObjectRef, QAResult, Segment, Transcript, decode, encode
-from pipeline.adapters.kafka_admin import apply_catalog
 from tests.kafka_helpers import TopicReader, produce
 from tests.processes import callqa, spawn, stop
 

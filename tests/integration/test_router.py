@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.adapters.minio_store import storage_client
 from pipeline.adapters.publisher import ArrivalPublisher, sarama_partition
 from pipeline.config import Settings
 from pipeline.events import DeadLetter, ObjectRef, RoutedCall, decode
 from pipeline.stack.minio import prepare_bucket
-from pipeline.adapters.minio_store import storage_client
 from tests import audio
 from tests.kafka_helpers import TopicReader, consume
 from tests.processes import callqa, spawn, stop

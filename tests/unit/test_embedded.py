@@ -8,19 +8,14 @@ from pathlib import Path
 import orjson
 import pytest
 
-from pipeline.asr import Engine, EngineOptions
-from pipeline.stages.batching import BatchBudget
-from pipeline.run.embedded import DEAD_LETTERS, FINDINGS, TRANSCRIPTS, EmbeddedRunner, RunOptions
-from pipeline.qa import CallTextError, QAEngine
-from pipeline.stages.routing import Buckets
 from pipeline.adapters.file_store import FileStore
+from pipeline.asr import Engine
+from pipeline.qa import CallTextError, QAEngine
+from pipeline.run.embedded import DEAD_LETTERS, FINDINGS, TRANSCRIPTS, EmbeddedRunner, RunOptions
+from pipeline.stages.batching import BatchBudget
+from pipeline.stages.routing import Buckets
 
 SAMPLES = Path(__file__).resolve().parent.parent / "fixtures" / "calls"
-
-
-@pytest.fixture(scope="module")
-def engine() -> Engine:
-    return Engine.load(EngineOptions(device="cpu", max_batch_items=8, max_batch_audio_s=240.0))
 
 
 def run(engine: Engine, inputs: list[Path], out: Path):

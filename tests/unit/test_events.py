@@ -117,6 +117,7 @@ def test_minio_event_without_object_is_a_decode_error() -> None:
 
 def test_minio_schema_accepts_the_sample() -> None:
     import json
+
     from pipeline.catalog import topics_dir
 
     jsonschema.validate(MINIO_EVENT, json.loads((topics_dir() / "schemas" / "minio_event.json").read_text()))

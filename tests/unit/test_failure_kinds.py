@@ -69,9 +69,20 @@ def wav(folder: Path, name: str, data: bytes | None = None) -> Path:
 
 
 def event(path: Path, call_id: str) -> bytes:
-    return encode(RoutedCall(call_id=call_id, object=FileStore.ref_for(path), bucket="short", duration_s=2.0,
-                             sample_rate_hz=8000, channels=2, frames=16000, container="WAV", codec="PCM_16",
-                             roles={"0": "agent", "1": "customer"}))
+    return encode(
+        RoutedCall(
+            call_id=call_id,
+            object=FileStore.ref_for(path),
+            bucket="short",
+            duration_s=2.0,
+            sample_rate_hz=8000,
+            channels=2,
+            frames=16000,
+            container="WAV",
+            codec="PCM_16",
+            roles={"0": "agent", "1": "customer"},
+        )
+    )
 
 
 def good(folder: Path, call_id: str) -> bytes:
@@ -84,24 +95,44 @@ def ids(*names: str) -> frozenset[str]:
 
 CASES = [
     Case("good calls", lambda d: [good(d, "a"), good(d, "b")], (ids("a", "b"), ids("a", "b"), frozenset())),
-    Case("missing object", lambda d: [good(d, "a"), event(d / "gone.wav", "gone")],
-         (ids("a"), ids("a"), frozenset({("gone", "missing_object", "asr")}))),
-    Case("corrupt audio", lambda d: [good(d, "a"), event(wav(d, "bad.wav", b"RIFF\x24\0\0\0WAVEjunk" * 8), "bad")],
-         (ids("a"), ids("a"), frozenset({("bad", "decode_failed", "asr")}))),
-    Case("engine failure on one call of a batch", lambda d: [good(d, "a"), good(d, "boom"), good(d, "b")],
-         (ids("a", "b"), ids("a", "b"), frozenset({("boom", "asr_failed", "asr")})),
-         engine_fails=lambda call_id: call_id == "boom"),
-    Case("QA CallTextError", lambda d: [good(d, "a"), good(d, "odd")],
-         (ids("a", "odd"), ids("a"), frozenset({("odd", "malformed_transcript", "qa")})),
-         qa_fails={"odd": CallTextError("call odd: segment times 9..3 are impossible")}),
-    Case("QA bug", lambda d: [good(d, "a"), good(d, "bug")],
-         (ids("a", "bug"), ids("a"), frozenset({("bug", "internal_error", "qa")})),
-         qa_fails={"bug": ValueError("invalid literal for int()")}),
-    Case("undecodable event", lambda d: [good(d, "a"), b"{not json"],
-         (ids("a"), ids("a"), frozenset({(None, "malformed_event", "asr")}))),
-    Case("unknown schema version", lambda d: [good(d, "a"), orjson.dumps({**orjson.loads(good(d, "v9")),
-                                                                          "schema_version": "9.0"})],
-         (ids("a"), ids("a"), frozenset({(None, "malformed_event", "asr")}))),
+    Case(
+        "missing object",
+        lambda d: [good(d, "a"), event(d / "gone.wav", "gone")],
+        (ids("a"), ids("a"), frozenset({("gone", "missing_object", "asr")})),
+    ),
+    Case(
+        "corrupt audio",
+        lambda d: [good(d, "a"), event(wav(d, "bad.wav", b"RIFF\x24\0\0\0WAVEjunk" * 8), "bad")],
+        (ids("a"), ids("a"), frozenset({("bad", "decode_failed", "asr")})),
+    ),
+    Case(
+        "engine failure on one call of a batch",
+        lambda d: [good(d, "a"), good(d, "boom"), good(d, "b")],
+        (ids("a", "b"), ids("a", "b"), frozenset({("boom", "asr_failed", "asr")})),
+        engine_fails=lambda call_id: call_id == "boom",
+    ),
+    Case(
+        "QA CallTextError",
+        lambda d: [good(d, "a"), good(d, "odd")],
+        (ids("a", "odd"), ids("a"), frozenset({("odd", "malformed_transcript", "qa")})),
+        qa_fails={"odd": CallTextError("call odd: segment times 9..3 are impossible")},
+    ),
+    Case(
+        "QA bug",
+        lambda d: [good(d, "a"), good(d, "bug")],
+        (ids("a", "bug"), ids("a"), frozenset({("bug", "internal_error", "qa")})),
+        qa_fails={"bug": ValueError("invalid literal for int()")},
+    ),
+    Case(
+        "undecodable event",
+        lambda d: [good(d, "a"), b"{not json"],
+        (ids("a"), ids("a"), frozenset({(None, "malformed_event", "asr")})),
+    ),
+    Case(
+        "unknown schema version",
+        lambda d: [good(d, "a"), orjson.dumps({**orjson.loads(good(d, "v9")), "schema_version": "9.0"})],
+        (ids("a"), ids("a"), frozenset({(None, "malformed_event", "asr")})),
+    ),
 ]
 
 
@@ -121,8 +152,9 @@ def _call_id(letter: DeadLetter) -> str | None:
 def distributed(payloads: list[bytes], engine: FakeEngine, qa: QAEngine) -> Outputs:
     topic = "audio.bucket.short"
     worker = AsrWorker(Settings(), WorkerOptions(bucket="short", window_ms=1, max_calls=8), engine, store=FileStore())
-    consumer = FakeConsumer(queue=[FakeMessage(topic, 0, i, p, None) for i, p in enumerate(payloads)],
-                            assigned=[(topic, 0)])
+    consumer = FakeConsumer(
+        queue=[FakeMessage(topic, 0, i, p, None) for i, p in enumerate(payloads)], assigned=[(topic, 0)]
+    )
     worker.consumer = consumer
     worker.committer = worker._committer(consumer, FakeProducer)
     worker._on_assign(consumer, [TopicPartition(topic, 0)])
@@ -154,9 +186,11 @@ def embedded(payloads: list[bytes], engine: FakeEngine, qa: QAEngine, out: Path)
         path = out / name
         return path.read_bytes().splitlines() if path.exists() else []
 
-    return (frozenset(decode(x, Transcript).call_id for x in lines(TRANSCRIPTS)),
-            frozenset(decode(x, QAResult).call_id for x in lines(FINDINGS)),
-            letter_ids([decode(x, DeadLetter) for x in lines(DEAD_LETTERS)]))
+    return (
+        frozenset(decode(x, Transcript).call_id for x in lines(TRANSCRIPTS)),
+        frozenset(decode(x, QAResult).call_id for x in lines(FINDINGS)),
+        letter_ids([decode(x, DeadLetter) for x in lines(DEAD_LETTERS)]),
+    )
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])

@@ -14,9 +14,18 @@ TOPIC = "audio.bucket.short"
 
 
 def message(partition: int, offset: int, duration_s: float = 10.0) -> FakeMessage:
-    call = RoutedCall(call_id=f"c{partition}-{offset}", object=ObjectRef(bucket="b", key="k"), bucket="short",
-                      duration_s=duration_s, sample_rate_hz=8000, channels=1, frames=8000, container="WAV",
-                      codec="PCM_16", roles={"0": "mixed"})
+    call = RoutedCall(
+        call_id=f"c{partition}-{offset}",
+        object=ObjectRef(bucket="b", key="k"),
+        bucket="short",
+        duration_s=duration_s,
+        sample_rate_hz=8000,
+        channels=1,
+        frames=8000,
+        container="WAV",
+        codec="PCM_16",
+        roles={"0": "mixed"},
+    )
     return FakeMessage(TOPIC, partition, offset, encode(call))
 
 
@@ -39,8 +48,7 @@ class Source:
 
 
 def gatherer(source: Source, max_items: int = 4, max_audio_s: float = 1000.0) -> Gatherer[FakeMessage]:
-    return Gatherer(source.consume, Checkpoint(), BatchBudget(max_items, max_audio_s), window_ms=50,
-                    clock=source.clock)
+    return Gatherer(source.consume, Checkpoint(), BatchBudget(max_items, max_audio_s), window_ms=50, clock=source.clock)
 
 
 def test_the_window_closes_after_50_ms_with_what_arrived() -> None:

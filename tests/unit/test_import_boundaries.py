@@ -18,8 +18,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pipeline
-
 FRAMEWORKS = ("torch", "confluent_kafka", "faust", "aiokafka", "minio")
 ROOT = Path(__file__).resolve().parents[2]
 PROBE = """
@@ -34,7 +32,7 @@ print(json.dumps(rows))
 
 
 def modules() -> list[str]:
-    names = [m.name for m in pkgutil.walk_packages(pipeline.__path__, "pipeline.")]
+    names = [m.name for m in pkgutil.walk_packages([str(ROOT / "pipeline")], "pipeline.")]
     return sorted(n for n in names if not n.rsplit(".", 1)[-1].startswith("__"))
 
 
@@ -59,8 +57,7 @@ def own_frameworks(name: str) -> set[str]:
 
 def probe(names: list[str]) -> list[tuple[str, float, list[str]]]:
     """Import ``names`` in order in one fresh interpreter: (module, seconds, frameworks loaded so far)."""
-    out = subprocess.run([sys.executable, "-c", PROBE, *names], cwd=ROOT, capture_output=True, text=True,
-                         check=False)
+    out = subprocess.run([sys.executable, "-c", PROBE, *names], cwd=ROOT, capture_output=True, text=True, check=False)
     if out.returncode != 0:
         raise AssertionError(f"importing {names} failed:\n{out.stderr[-2000:]}")
     return [(name, seconds, loaded) for name, seconds, loaded in json.loads(out.stdout.strip().splitlines()[-1])]

@@ -9,12 +9,12 @@ import orjson
 import pytest
 from minio.error import InvalidResponseError, ServerError
 
+from pipeline.adapters.file_store import FileStore
+from pipeline.adapters.minio_store import MinioStore
 from pipeline.events import AudioArrived, ObjectRef, encode
 from pipeline.stages.probe import HEAD_BYTES, NeedsFullRead, ProbeError, probe_full, probe_head, validate
 from pipeline.stages.router import ArrivalRouter, Dead, Routed, Skipped
 from pipeline.stages.routing import Buckets, PartitionBalancer, RoutingError, call_id_for, parse_roles
-from pipeline.adapters.file_store import FileStore
-from pipeline.adapters.minio_store import MinioStore
 from pipeline.stages.storage import StorageError
 from tests import audio
 

@@ -13,15 +13,24 @@ from pipeline.run.embedded import audio_ms
 
 
 def call(i: int, duration_s: float) -> RoutedCall:
-    return RoutedCall(call_id=f"c{i}", object=ObjectRef(bucket="b", key=f"{i}"), bucket="short",
-                      duration_s=duration_s, sample_rate_hz=8000, channels=1, frames=1, container="WAV",
-                      codec="PCM_16", roles={"0": "mixed"})
+    return RoutedCall(
+        call_id=f"c{i}",
+        object=ObjectRef(bucket="b", key=f"{i}"),
+        bucket="short",
+        duration_s=duration_s,
+        sample_rate_hz=8000,
+        channels=1,
+        frames=1,
+        container="WAV",
+        codec="PCM_16",
+        roles={"0": "mixed"},
+    )
 
 
 def test_batches_in_any_order_add_up_to_the_total_exactly() -> None:
     rng = random.Random(7)
     calls = [call(i, rng.lognormvariate(4, 1.2)) for i in range(500)]
-    batches = [calls[i:i + 7] for i in range(0, len(calls), 7)]
+    batches = [calls[i : i + 7] for i in range(0, len(calls), 7)]
     rng.shuffle(batches)  # the runner finishes buckets longest-first, not in input order
     assert sum(sum(c.duration_s for c in b) for b in batches) != sum(c.duration_s for c in calls)  # floats drift
     bar = tqdm(total=audio_ms(calls), unit_scale=1 / 1000, file=io.StringIO(), mininterval=0)

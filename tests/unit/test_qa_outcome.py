@@ -18,9 +18,14 @@ def stage() -> QaStage:
 
 
 def transcript(text: str) -> Transcript:
-    return Transcript(call_id="c1", object=ObjectRef(bucket="b", key="c1.wav"), duration_s=10.0, channels=1,
-                      model=ModelInfo(name="m", version="1"),
-                      segments=[Segment(role="agent", channel=0, start_s=0.0, end_s=4.0, text=text)])
+    return Transcript(
+        call_id="c1",
+        object=ObjectRef(bucket="b", key="c1.wav"),
+        duration_s=10.0,
+        channels=1,
+        model=ModelInfo(name="m", version="1"),
+        segments=[Segment(role="agent", channel=0, start_s=0.0, end_s=4.0, text=text)],
+    )
 
 
 def test_a_good_transcript_gives_a_result(stage: QaStage) -> None:

@@ -23,17 +23,29 @@ class FakeFetcher:
     """Every call is ready at once: one second of silence (no storage here)."""
 
     def fetch(self, inputs: Sequence[AsrInput[FakeMessage]]) -> list[Fetched[FakeMessage] | Dead[FakeMessage]]:
-        return [Fetched(i, i.call, CallAudio(i.call.call_id, np.zeros((1, 8000), np.float32), 8000, ("mixed",)), 0.0)
-                for i in inputs if i.call is not None]
+        return [
+            Fetched(i, i.call, CallAudio(i.call.call_id, np.zeros((1, 8000), np.float32), 8000, ("mixed",)), 0.0)
+            for i in inputs
+            if i.call is not None
+        ]
 
     def close(self) -> None:
         pass
 
 
 def routed(call_id: str, duration_s: float = 3.0) -> RoutedCall:
-    return RoutedCall(call_id=call_id, object=ObjectRef(bucket="b", key=f"{call_id}.wav"), bucket="short",
-                      duration_s=duration_s, sample_rate_hz=8000, channels=1, frames=int(duration_s * 8000),
-                      container="WAV", codec="PCM_16", roles={"0": "mixed"})
+    return RoutedCall(
+        call_id=call_id,
+        object=ObjectRef(bucket="b", key=f"{call_id}.wav"),
+        bucket="short",
+        duration_s=duration_s,
+        sample_rate_hz=8000,
+        channels=1,
+        frames=int(duration_s * 8000),
+        container="WAV",
+        codec="PCM_16",
+        roles={"0": "mixed"},
+    )
 
 
 @pytest.fixture
@@ -163,5 +175,7 @@ def test_a_rewind_survives_a_broker_that_is_still_down(worker: AsrWorker) -> Non
 
     assign(worker, 0)
     worker.consumer.committed = committed  # type: ignore[method-assign]
-    worker.committer.recover(KafkaException(KafkaError(KafkaError._TRANSPORT, "commit failed", txn_requires_abort=True)))
+    worker.committer.recover(
+        KafkaException(KafkaError(KafkaError._TRANSPORT, "commit failed", txn_requires_abort=True))
+    )
     assert worker.consumer.seeks == [(0, 7)] and calls["committed"] == 3

@@ -1,24 +1,19 @@
-"""Session fixtures for the ASR tests: one engine (model loaded once), one speech corpus."""
+"""Session fixtures for the ASR tests: one speech corpus (the engine is tests/conftest.py's)."""
 
 from __future__ import annotations
 
 import pytest
 
 from pipeline.asr import BatchStats, CallAudio, CallTranscript, Engine, EngineOptions
+from tests.conftest import ENGINE_KWARGS
 from tests.unit.asr.speech import Clip, english_clips, mandarin_clips, pad
 
-# Default cache dir (~/.cache/callqa/models) so local runs and CI reuse the joined model.
-ENGINE_OPTIONS = EngineOptions(device="cpu", max_batch_items=8, max_batch_audio_s=120.0)
+ENGINE_OPTIONS = EngineOptions(**ENGINE_KWARGS)  # the shared engine's (tests/conftest.py)
 
 
 def as_call(call_id: str, clip: Clip) -> CallAudio:
     samples = pad(clip.samples, clip.sample_rate, 0.5, 0.5)
     return CallAudio(call_id, samples[None, :].copy(), clip.sample_rate, ("mixed",))
-
-
-@pytest.fixture(scope="session")
-def engine() -> Engine:
-    return Engine.load(ENGINE_OPTIONS)
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 
 from pipeline.asr.packing import RATE, pack_regions
-from pipeline.asr.timing import Coverage, TimedSpan, call_segments, compression_ratio, coverage, timed_spans, window_texts
+from pipeline.asr.timing import (
+    Coverage,
+    TimedSpan,
+    call_segments,
+    compression_ratio,
+    coverage,
+    timed_spans,
+    window_texts,
+)
 
 S = RATE
 TB = 50_000  # a timestamp_begin for the token tests
