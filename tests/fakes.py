@@ -40,6 +40,9 @@ class FakeMessage:
     def value(self) -> bytes:
         return self._value
 
+    def headers(self) -> None:  # as confluent-kafka's Message without headers
+        return None
+
     def error(self) -> None:
         return None
 

@@ -9,8 +9,8 @@ from faust.transport.consumer import TopicPartitionGroup
 
 from pipeline.catalog import load_catalog
 from pipeline.config import Settings
-from pipeline.stages.sizes import MessageLimits
 from pipeline.ops.health import StageHealth
+from pipeline.stages.sizes import MessageLimits
 
 
 def create_faust_app(settings: Settings, app_id: str, topic_partitions: int | None = None) -> faust.App:

@@ -15,7 +15,7 @@ from typing import Literal
 import faust
 from prometheus_client import Counter
 
-from pipeline.adapters.faust_app import create_faust_app, send_in_source_transaction
+from pipeline.adapters.faust_app import create_faust_app, send_in_source_transaction, watch_health
 from pipeline.catalog import load_catalog
 from pipeline.config import Settings
 from pipeline.events import SourcePosition, encode
@@ -41,7 +41,8 @@ def output_of(outcome: QaOutcome, key: bytes | None) -> tuple[Literal["findings"
     return "dlq", key, encode(outcome.letter)
 
 
-def create_app(settings: Settings, app_id: str = "callqa-qa") -> faust.App:
+def create_app(settings: Settings, app_id: str = "callqa-qa", health: StageHealth | None = None,
+               replay_id: str | None = None) -> faust.App:
     stage = QaStage(QAEngine.from_paths(list(settings.qa_rule_packs)))  # a bad pack fails here, at start
     app = create_faust_app(settings, app_id)
     transcripts = app.topic(settings.topic("asr.transcripts"), key_type=bytes, value_type=bytes,
@@ -60,12 +61,16 @@ def create_app(settings: Settings, app_id: str = "callqa-qa") -> faust.App:
             source = SourcePosition(topic=msg.topic, partition=msg.partition, offset=msg.offset)
             started = time.perf_counter()
             # Off the event loop: a heavy call must not stall heartbeats. It never raises.
-            outcome = await loop.run_in_executor(None, stage.evaluate_payload, event.value, event.key, source)
+            outcome = await loop.run_in_executor(None, stage.evaluate_payload, event.value, event.key, source,
+                                                 replay_id)
             where, key, value = output_of(outcome, event.key)
             if where == "findings" and not limits.fits("qa.findings", key, value):
                 outcome = Dead(too_large_letter(stage="qa", topic=findings.get_topic_name(), size_bytes=len(value),
                                                 limit_bytes=limits.limit("qa.findings"), payload=event.value,
                                                 key=event.key, source=source))
+                where, key, value = output_of(outcome, event.key)
+            if isinstance(outcome, Dead):  # a redriven input keeps counting its attempts
+                outcome = Dead(with_attempts(outcome.letter, int_header(event.headers, REDRIVE_ATTEMPT)))
                 where, key, value = output_of(outcome, event.key)
             topic = findings if where == "findings" else dlq
             await send_in_source_transaction(app, msg, topic.get_topic_name(), key, value)

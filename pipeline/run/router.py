@@ -22,15 +22,15 @@ import time
 import faust
 from prometheus_client import Counter, Histogram
 
-from pipeline.adapters.faust_app import create_faust_app, send_in_source_transaction
+from pipeline.adapters.faust_app import create_faust_app, send_in_source_transaction, watch_health
 from pipeline.adapters.minio_store import MinioStore, storage_client
 from pipeline.catalog import load_catalog
 from pipeline.config import Settings
 from pipeline.errors import StackError
 from pipeline.events import SourcePosition, encode
 from pipeline.logs import get_logger
-from pipeline.ops.headers import REDRIVE_ATTEMPT, REPLAY_GENERATION, int_header
 from pipeline.ops.dlq import with_attempts
+from pipeline.ops.headers import REDRIVE_ATTEMPT, REPLAY_GENERATION, int_header
 from pipeline.ops.health import StageHealth
 from pipeline.ops.lag_kafka import recover_progress
 from pipeline.stages.router import ArrivalRouter, Dead, Routed, Skipped

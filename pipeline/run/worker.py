@@ -28,13 +28,14 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from pipeline.adapters.fetch import Fetcher
 from pipeline.adapters.minio_store import MinioStore, storage_client
 from pipeline.catalog import load_catalog
 from pipeline.config import Settings
 from pipeline.logs import get_logger
+from pipeline.ops.health import StageHealth
 from pipeline.run.worker_commit import BatchCommitter
 from pipeline.run.worker_metrics import WorkerMetrics
 from pipeline.stages.asr import AsrBatch, AsrStage, Prepared, SpeechEngine
@@ -82,15 +83,21 @@ class _InFlight:
 
 class AsrWorker:
     def __init__(
-        self, settings: Settings, opts: WorkerOptions, engine: SpeechEngine, store: ObjectStore | None = None
+        self,
+        settings: Settings,
+        opts: WorkerOptions,
+        engine: SpeechEngine,
+        health: StageHealth | None = None,
+        store: ObjectStore | None = None,
     ) -> None:
         self.settings, self.opts, self.engine = settings, opts, engine
-        self.input_topic = settings.topic(f"audio.bucket.{opts.bucket}")
+        self.health = health or StageHealth(f"asr-{opts.bucket}", settings.liveness_limit_s)
+        self.input_topic = opts.input_topic(settings)
         self.output_topic = settings.topic("asr.transcripts")
         self.dlq_topic = settings.topic("asr.dlq")
         self.limits = MessageLimits.from_catalog(load_catalog(settings.bucket_names))
         self.fetcher = Fetcher(store or MinioStore(storage_client(settings)), opts.fetch_threads)
-        self.stage = AsrStage(self.fetcher, engine)
+        self.stage = AsrStage(self.fetcher, engine, replay_id=opts.replay_id)
         self.compute = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine")
         self.prepare_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prepare")
         self.metrics = WorkerMetrics(opts.bucket)
@@ -105,10 +112,14 @@ class AsrWorker:
     # -- clients (created in the process that uses them, after any fork) -------------------
 
     def _connect(self) -> None:
+        self._new_consumer()
+        self.committer = self._committer(self.consumer, self._new_producer)
+
+    def _new_consumer(self) -> None:
         self.consumer = Consumer(
             {
                 **self.settings.kafka_common(),
-                "group.id": self.settings.topic(f"asr-{self.opts.bucket}"),
+                "group.id": self.opts.group_id(self.settings),
                 "group.instance.id": self.opts.member_id,
                 "partition.assignment.strategy": "cooperative-sticky",
                 "enable.auto.commit": False,
@@ -121,7 +132,23 @@ class AsrWorker:
         self.consumer.subscribe(
             [self.input_topic], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_revoke
         )
-        self.committer = self._committer(self.consumer, self._new_producer)
+        if self.committer is not None:
+            self.committer.consumer = self.consumer
+
+    def _rejoin(self, err: KafkaError) -> None:
+        """A fatal consumer error (e.g. a static member fenced after a broker restart) ends that
+        consumer for good: drop what it fetched, and join again with a fresh one, which
+        resumes from the committed offsets. Batches in flight can no longer commit."""
+        log.warning("consumer_fatal", error=str(err))
+        assigned = {(tp.topic, tp.partition) for tp in self.consumer.assignment()}
+        self.checkpoint.revoke(assigned)
+        self.health.revoked(assigned)
+        self.gatherer.clear()
+        try:
+            self.consumer.close()
+        except KafkaException as exc:
+            log.warning("consumer_close_failed", error=str(exc))
+        self._new_consumer()
 
     def _committer(self, consumer: Any, new_producer: Any) -> BatchCommitter:
         raw_topic = self.settings.topic("asr.transcripts.raw") if self.settings.publish_raw_transcripts else None
@@ -146,8 +173,10 @@ class AsrWorker:
         return {
             **self.settings.kafka_common(),
             # A replay group's worker must not fence the regular worker on the same host.
-            "transactional.id": self.settings.topic(f"callqa-asr-{self.opts.bucket}-{self.opts.member_id}"
-                                                    + (f"-{self.opts.group}" if self.opts.group else "")),
+            "transactional.id": self.settings.topic(
+                f"callqa-asr-{self.opts.bucket}-{self.opts.member_id}"
+                + (f"-{self.opts.group}" if self.opts.group else "")
+            ),
             "transaction.timeout.ms": self.opts.transaction_timeout_ms,
             "linger.ms": 5,
             # the catalog's limit, not librdkafka's 1 MB: a refused produce would abort and rewind for ever
@@ -166,12 +195,16 @@ class AsrWorker:
         gone = [(p.topic, p.partition) for p in partitions]
         self.checkpoint.revoke(gone)  # batches in flight from these partitions will not be committed
         self.gatherer.drop(gone)
+        self.health.revoked(gone)
         log.info("partitions_revoked", partitions=[p.partition for p in partitions])
 
     def _consume(self, max_messages: int, timeout_s: float) -> list[Message]:
         good = []
         for msg in self.consumer.consume(max_messages, timeout=timeout_s):
             if msg.error():
+                if msg.error().fatal():
+                    self._rejoin(msg.error())  # what was gathered is dropped; the new member rereads it
+                    return []
                 if msg.error().code() != KafkaError._PARTITION_EOF:
                     log.warning("consume_error", error=str(msg.error()))
                 continue
@@ -239,8 +272,12 @@ class AsrWorker:
             while not compute.done():
                 self.health.beat()
                 msg = self.consumer.poll(0.1)
-                if msg is not None and not msg.error():
+                if msg is None:
+                    continue
+                if not msg.error():
                     self.gatherer.add(msg)  # from a partition assigned while paused
+                elif msg.error().fatal():
+                    fatal = msg.error()  # reported once: rejoin when the batch is done (it will not commit)
         finally:
             if fatal is None:
                 self.consumer.resume(self.consumer.assignment())

@@ -18,6 +18,8 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from pipeline.events import SourcePosition, encode
 from pipeline.logs import get_logger
+from pipeline.ops.dlq import with_attempts
+from pipeline.ops.headers import REDRIVE_ATTEMPT, int_header
 from pipeline.run.worker_metrics import WorkerMetrics
 from pipeline.stages.asr import AsrBatch, Transcribed
 from pipeline.stages.checkpoint import Checkpoint, CommitPlan, Position
@@ -113,7 +115,9 @@ class BatchCommitter:
                     self.producer.produce(self.raw_topic, key=key, value=encode(raw))
         for outcome in kept:
             if not isinstance(outcome, Transcribed):
-                self.producer.produce(self.dlq_topic, key=outcome.tag.key(), value=encode(outcome.letter))
+                # a redriven input keeps counting its attempts
+                letter = with_attempts(outcome.letter, int_header(outcome.tag.headers(), REDRIVE_ATTEMPT))
+                self.producer.produce(self.dlq_topic, key=outcome.tag.key(), value=encode(letter))
         _with_deadline(
             self.producer.send_offsets_to_transaction,
             [TopicPartition(t, p, o) for (t, p), o in plan.offsets.items()],

@@ -130,8 +130,9 @@ class AsrBatch(Generic[Tag]):
 
 
 class AsrStage:
-    def __init__(self, fetcher: AudioFetcher, engine: SpeechEngine) -> None:
+    def __init__(self, fetcher: AudioFetcher, engine: SpeechEngine, replay_id: str | None = None) -> None:
         self.fetcher, self.engine = fetcher, engine
+        self.replay_id = replay_id  # a replay run's id on every transcript (else the routed call's own)
 
     def prepare(self, inputs: Sequence[AsrInput[Tag]]) -> Prepared[Tag]:
         """Undecodable events are ``malformed_event``; the rest are fetched and decoded."""
@@ -154,7 +155,11 @@ class AsrStage:
             return self._one_by_one(batch, exc)
         wall_s = time.perf_counter() - started
         done: list[AsrOutcome[Tag]] = [
-            Transcribed(r.input.tag, r.call, to_transcript(r.call, res, {"fetch_s": r.fetch_s, "batch_wall_s": wall_s}))
+            Transcribed(
+                r.input.tag,
+                r.call,
+                to_transcript(r.call, res, {"fetch_s": r.fetch_s, "batch_wall_s": wall_s}, self.replay_id),
+            )
             for r, res in zip(batch.ready, results, strict=True)
         ]
         return AsrBatch([*done, *batch.dead], list(self.engine.last_batch_stats), wall_s)
@@ -170,5 +175,7 @@ class AsrStage:
                 done.append(r.input.dead("asr_failed", repr(exc)))
                 continue
             stats += self.engine.last_batch_stats
-            done.append(Transcribed(r.input.tag, r.call, to_transcript(r.call, result, {"fetch_s": r.fetch_s})))
+            done.append(
+                Transcribed(r.input.tag, r.call, to_transcript(r.call, result, {"fetch_s": r.fetch_s}, self.replay_id))
+            )
         return AsrBatch([*done, *batch.dead], stats, time.perf_counter() - started, repr(batch_error))

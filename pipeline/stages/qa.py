@@ -43,23 +43,36 @@ QaOutcome = Evaluated | Dead[None]
 class QaStage:
     engine: QAEngine
 
-    def evaluate_payload(self, payload: bytes, key: bytes | None, source: SourcePosition | None = None) -> QaOutcome:
-        """Decode a transcript event and evaluate it."""
+    def evaluate_payload(
+        self,
+        payload: bytes,
+        key: bytes | None,
+        source: SourcePosition | None = None,
+        replay_id: str | None = None,
+    ) -> QaOutcome:
+        """Decode a transcript event and evaluate it. ``replay_id`` tags the result (a QA replay);
+        without it the result carries the transcript's own replay id."""
         try:
             transcript = decode(payload, Transcript)
         except DecodeError as exc:
             return _dead("malformed_transcript", str(exc), payload, key, source)
-        return self.evaluate(transcript, payload, key, source)
+        return self.evaluate(transcript, payload, key, source, replay_id)
 
     def evaluate(
-        self, transcript: Transcript, payload: bytes, key: bytes | None, source: SourcePosition | None = None
+        self,
+        transcript: Transcript,
+        payload: bytes,
+        key: bytes | None,
+        source: SourcePosition | None = None,
+        replay_id: str | None = None,
     ) -> QaOutcome:
         """``payload`` is the transcript as it arrived: a dead letter keeps it for a replay."""
         try:
             event = to_event(self.engine.evaluate(transcript))
+            update: dict[str, object] = {"replay_id": replay_id or transcript.replay_id}
             if transcript.redacted and not event.pii:  # the worker masked the numbers before us
-                event = event.model_copy(update={"pii": list(transcript.pii)})
-            return Evaluated(event)
+                update["pii"] = list(transcript.pii)
+            return Evaluated(event.model_copy(update=update))
         except CallTextError as exc:
             return _dead("malformed_transcript", str(exc), payload, key, source)
         except Exception as exc:  # noqa: BLE001 - a bug or text the engine cannot handle: this call only

@@ -82,6 +82,7 @@ class ArrivalRouter:
         key: bytes | None,
         seen: MutableMapping[str, float],
         source: SourcePosition | None = None,
+        generation: int = 0,
     ) -> Outcome:
         """Route one arrival. ``seen`` is the de-duplication table (identity → routed time);
         the caller records ``Routed.dedup_key`` in it once the output is committed.
@@ -124,7 +125,7 @@ class ArrivalRouter:
             etag=info.etag or arrival.object.etag,
             size_bytes=info.size_bytes,
         )
-        dedup_key = ref.identity
+        dedup_key = ref.identity + (f"~g{generation}" if generation else "")
         if dedup_key in seen:
             return Skipped("duplicate")
         started = time.perf_counter()
@@ -147,6 +148,7 @@ class ArrivalRouter:
             agent_id=metadata.get("agent-id"),
             metadata=metadata,
             probe_ms=round(probe_ms, 3),
+            replay_id=f"gen{generation}" if generation else None,
         )
         return Routed(call, partition, dedup_key)
 

@@ -11,8 +11,12 @@ def roles_by_channel(call: RoutedCall) -> dict[int, str]:
 
 
 def to_transcript(
-    call: RoutedCall, result: CallTranscript, extra_timings: dict[str, float] | None = None
+    call: RoutedCall,
+    result: CallTranscript,
+    extra_timings: dict[str, float] | None = None,
+    replay_id: str | None = None,
 ) -> Transcript:
+    """``replay_id``: the replay this run belongs to (a worker's ``--replay-id``), else the routed call's own."""
     return Transcript(
         call_id=call.call_id,
         object=call.object,

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.adapters.kafka_admin import apply_catalog
-from pipeline.adapters.storage import storage_client
+from pipeline.adapters.minio_store import storage_client
 from pipeline.catalog import load_catalog
 from pipeline.config import Settings
 from pipeline.ops.headers import Stamp

@@ -4,9 +4,10 @@ import json
 import re
 from pathlib import Path
 
+from prometheus_client import REGISTRY
+
 import pipeline.ops.endpoint  # noqa: F401 - registers the ops metrics
 import pipeline.run.worker_metrics  # noqa: F401
-from prometheus_client import REGISTRY
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "callqa-dashboard.json"
 FROM_FAUST_STAGES = {"callqa_router_dead_lettered_total", "callqa_qa_dead_lettered_total"}
