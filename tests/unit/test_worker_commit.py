@@ -179,3 +179,30 @@ def test_a_rewind_survives_a_broker_that_is_still_down(worker: AsrWorker) -> Non
         KafkaException(KafkaError(KafkaError._TRANSPORT, "commit failed", txn_requires_abort=True))
     )
     assert worker.consumer.seeks == [(0, 7)] and calls["committed"] == 3
+
+
+class FencedMessage:
+    """What confluent-kafka delivers when the broker fenced this static member (after a broker restart)."""
+
+    def error(self) -> KafkaError:
+        return KafkaError(
+            KafkaError._FATAL, "static consumer fenced by other consumer with same group.instance.id", fatal=True
+        )
+
+
+def test_a_fatal_consumer_error_rejoins_with_a_fresh_consumer_and_drops_the_batch_in_flight(
+    worker: AsrWorker,
+) -> None:
+    assign(worker, 0)
+    batch = fetch(worker, (0, 5))
+    fenced, fresh = worker.consumer, FakeConsumer()
+
+    def new_consumer() -> None:
+        worker.consumer = worker.committer.consumer = fresh
+
+    worker._new_consumer = new_consumer  # type: ignore[method-assign]
+    fenced.queue.append(FencedMessage())  # type: ignore[arg-type]
+    assert worker.gatherer.gather() == []
+    assert fenced.closed and worker.consumer is fresh and worker.committer.consumer is fresh
+    assert worker._commit(*batch)  # from the fenced member: neither produced nor committed
+    assert worker.committer.producer.produced == [] and worker.committer.producer.offsets == []
