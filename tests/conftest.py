@@ -29,6 +29,8 @@ ENGINE_KWARGS = {"device": "cpu", "max_batch_items": 8, "max_batch_audio_s": 120
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         path = Path(str(item.path))
+        if any(item.get_closest_marker(m) for m in ("model", "browser", "integration")):
+            continue  # marked by hand (e.g. a test that runs the CLI, which loads the engine itself)
         if "integration" in path.parts:
             item.add_marker(pytest.mark.integration)
         elif "engine" in getattr(item, "fixturenames", ()):

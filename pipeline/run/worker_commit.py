@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
@@ -55,6 +56,14 @@ class GroupConsumer(Protocol):
     def get_watermark_offsets(self, partition: TopicPartition, cached: bool = False) -> tuple[int, int]: ...
 
 
+@dataclass(frozen=True)
+class _Publish:
+    """A transcript to produce: its outcome and its redacted, encoded value."""
+
+    done: Transcribed[Any]
+    value: bytes
+
+
 class BatchCommitter:
     def __init__(
         self,
@@ -90,7 +99,7 @@ class BatchCommitter:
             self.recover(exc)
             return False
         self.checkpoint.committed(plan)
-        dead = [o for o in kept if not isinstance(o, Transcribed)]
+        dead = [o for o in kept if isinstance(o, Dead)]
         self.metrics.committed(len(kept) - len(dead), len(dead))
         self._report_lag(plan.offsets)
         for d in dead:
@@ -104,17 +113,17 @@ class BatchCommitter:
             )
         return True
 
-    def _transaction(self, plan: CommitPlan, kept: list[Any]) -> None:
+    def _transaction(self, plan: CommitPlan, kept: list[_Publish | Dead[Any]]) -> None:
         self.producer.begin_transaction()
         for outcome in kept:  # per message: call ids may repeat in a batch
-            if isinstance(outcome, Transcribed):
-                raw = outcome.transcript
+            if isinstance(outcome, _Publish):
+                raw = outcome.done.transcript
                 key = raw.call_id.encode()
-                self.producer.produce(self.output_topic, key=key, value=encode(redact_transcript(raw)))
+                self.producer.produce(self.output_topic, key=key, value=outcome.value)
                 if self.raw_topic and self.limits.fits("asr.transcripts.raw", key, encode(raw)):
                     self.producer.produce(self.raw_topic, key=key, value=encode(raw))
         for outcome in kept:
-            if not isinstance(outcome, Transcribed):
+            if isinstance(outcome, Dead):
                 # a redriven input keeps counting its attempts
                 letter = with_attempts(outcome.letter, int_header(outcome.tag.headers(), REDRIVE_ATTEMPT))
                 self.producer.produce(self.dlq_topic, key=outcome.tag.key(), value=encode(letter))
@@ -126,15 +135,16 @@ class BatchCommitter:
         )
         _with_deadline(self.producer.commit_transaction, 30)
 
-    def _fitting(self, outcome: Any) -> Any:
-        """A transcript over its topic's size limit becomes a dead letter (``output_too_large``) with
-        its small input: producing it would fail the transaction, abort and rewind for ever."""
+    def _fitting(self, outcome: Any) -> _Publish | Dead[Any]:
+        """A transcript, redacted and encoded once; one over its topic's size limit becomes a dead letter
+        (``output_too_large``) with its small input: producing it would fail the transaction, abort and
+        rewind for ever."""
         if not isinstance(outcome, Transcribed):
-            return outcome
+            return outcome  # type: ignore[no-any-return]
         t = redact_transcript(outcome.transcript)  # no clear-text PII on asr.transcripts
         value = encode(t)
         if self.limits.fits("asr.transcripts", t.call_id.encode(), value):
-            return outcome
+            return _Publish(outcome, value)
         msg = outcome.tag
         topic, partition, offset = position_of(msg)
         return Dead(

@@ -151,6 +151,7 @@ def test_a_partial_last_line_from_a_crash_is_repaired_and_said(engine: Engine, t
     assert "repaired transcripts.jsonl: dropped an incomplete last line" in (out / "summary.txt").read_text()
 
 
+@pytest.mark.model  # the CLI loads the engine in its own process
 def test_callqa_run_exits_non_zero_when_an_input_was_dead_lettered(tmp_path: Path) -> None:
     import subprocess
     import sys
