@@ -156,14 +156,15 @@ class EmbeddedRunner:
                 self._keep(outcome, out)
 
     def _keep(self, done: Transcribed[str], out: _Outputs) -> None:
-        transcript = done.transcript
+        # no clear-text PII at rest; QA sees what the distributed QA stage sees
+        transcript = redact_transcript(done.transcript)
         if self.qa is not None:  # findings first: a transcript line marks the call done
             outcome = self.qa.evaluate(transcript, encode(transcript), transcript.call_id.encode())
             if isinstance(outcome, Evaluated):
                 out.write(out.findings, outcome.result)
             else:
                 out.letters.add(outcome.letter)  # the transcript is still kept, as on asr.transcripts
-        out.write(out.transcripts, redact_transcript(transcript))  # no clear-text PII at rest
+        out.write(out.transcripts, transcript)
         out.summary.transcribed += 1
         out.summary.audio_s += done.call.duration_s
 

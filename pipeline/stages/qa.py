@@ -69,10 +69,8 @@ class QaStage:
         """``payload`` is the transcript as it arrived: a dead letter keeps it for a replay."""
         try:
             event = to_event(self.engine.evaluate(transcript))
-            update: dict[str, object] = {"replay_id": replay_id or transcript.replay_id}
-            if transcript.redacted and not event.pii:  # the worker masked the numbers before us
-                update["pii"] = list(transcript.pii)
-            return Evaluated(event.model_copy(update=update))
+            # a redacted transcript's masked numbers count too (the engine reads its pii spans)
+            return Evaluated(event.model_copy(update={"replay_id": replay_id or transcript.replay_id}))
         except CallTextError as exc:
             return _dead("malformed_transcript", str(exc), payload, key, source)
         except Exception as exc:  # noqa: BLE001 - a bug or text the engine cannot handle: this call only

@@ -29,7 +29,10 @@ def redact_transcript(t: Transcript) -> Transcript:
     return t.model_copy(
         update={
             "segments": [s.model_copy(update={"text": text}) for s, text in zip(t.segments, texts, strict=True)],
-            "pii": [PIISpan(type=h.type, role=h.role, start_s=h.start_s, end_s=h.end_s) for h in hits],
+            "pii": [
+                PIISpan(type=h.type, role=h.role, start_s=h.start_s, end_s=h.end_s, confidence=h.confidence)
+                for h in hits
+            ],
             "redacted": True,
         }
     )

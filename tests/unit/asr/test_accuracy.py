@@ -54,7 +54,6 @@ def test_an_initial_prompt_biases_spelling_without_hurting_accuracy(en_clips, en
     # Hotwords reach the decoder as <|startofprev|> prompt <|startoftranscript|> …: the same
     # speech is still transcribed as well, in the same language, with the prompt's spellings.
     from pipeline.asr import Engine
-
     from tests.unit.asr.conftest import ENGINE_OPTIONS
 
     prompted = Engine.load(replace(ENGINE_OPTIONS, initial_prompt="Platinum Plus card, 尊享白金卡, this call is recorded."))

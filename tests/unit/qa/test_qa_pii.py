@@ -5,12 +5,12 @@ import pytest
 
 from pipeline.qa.normalize import normalize
 from pipeline.qa.pii import (
+    LIKELY_CONFIDENCE,
     _Group,
     _take_numbers,
+    classify_likely,
     classify_number,
     cn_resident_id_valid,
-    LIKELY_CONFIDENCE,
-    classify_likely,
     find_pii,
     luhn_valid,
     phone_valid,
