@@ -202,7 +202,7 @@ class AsrWorker:
         good = []
         for msg in self.consumer.consume(max_messages, timeout=timeout_s):
             if msg.error():
-                if msg.error().fatal():
+                if _is_fatal(msg.error()):
                     self._rejoin(msg.error())  # what was gathered is dropped; the new member rereads it
                     return []
                 if msg.error().code() != KafkaError._PARTITION_EOF:
@@ -276,7 +276,7 @@ class AsrWorker:
                     continue
                 if not msg.error():
                     self.gatherer.add(msg)  # from a partition assigned while paused
-                elif msg.error().fatal():
+                elif _is_fatal(msg.error()):
                     fatal = msg.error()  # reported once: rejoin when the batch is done (it will not commit)
         finally:
             if fatal is None:
@@ -300,3 +300,9 @@ class AsrWorker:
         if self.consumer is not None:
             self.consumer.close()
         log.info("worker_stopped", bucket=self.opts.bucket)
+
+
+def _is_fatal(err: KafkaError) -> bool:
+    """librdkafka reports a fenced static member as an error whose code is ``_FATAL`` while its
+    ``fatal()`` flag is false (seen in the broker-restart test): both end the consumer."""
+    return bool(err.fatal()) or err.code() == KafkaError._FATAL
