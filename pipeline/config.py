@@ -48,6 +48,9 @@ class Settings(BaseSettings):
     s3_secure: bool = False
     s3_region: str | None = None
     recordings_bucket: str = "recordings"
+    # Transient storage errors (connection refused, timeouts, 5xx) are retried with backoff for this
+    # long before a call is dead-lettered as fetch_failed (pipeline/stages/retry.py).
+    storage_retry_deadline_s: float = 300.0
 
     # Duration buckets: N edges make N+1 buckets, the last open-ended.
     bucket_edges_s: tuple[float, ...] = (30.0, 120.0, 600.0)

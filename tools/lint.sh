@@ -12,5 +12,6 @@ PY=${PYTHON:-.venv/bin/python}
     pipeline/stages pipeline/chinese.py pipeline/run/worker.py pipeline/run/worker_commit.py \
     pipeline/adapters/fetch.py pipeline/adapters/file_store.py pipeline/adapters/minio_store.py \
     tests/fakes.py tests/unit/test_gather.py tests/unit/test_failure_kinds.py tests/unit/test_import_boundaries.py \
-    tests/unit/test_progress.py tests/unit/test_worker_commit.py tests/unit/test_qa_outcome.py
+    tests/unit/test_progress.py tests/unit/test_worker_commit.py tests/unit/test_qa_outcome.py \
+    tests/unit/test_storage_retry.py
 "$PY" -m mypy  # strict on pipeline/stages, asr/packing, asr/timing ([tool.mypy] in pyproject.toml)

@@ -1,8 +1,10 @@
-"""Fetch and decode the audio of routed calls, concurrently, with bounded retries.
+"""Fetch and decode the audio of routed calls, concurrently.
 
 The :class:`pipeline.stages.asr.AudioFetcher` of the Kafka worker (objects in MinIO)
 and of the embedded runner (local files). Every call comes back either ready for the
-engine or dead with its reason.
+engine or dead with its reason. Retries are the store's (:class:`pipeline.stages.retry.RetryingStore`,
+the one retry layer); a :class:`pipeline.stages.retry.RetryInterrupted` (the worker is
+stopping) propagates, so the batch gets no outcome and is read again.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ import io
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 
 import soundfile
 
@@ -25,16 +26,9 @@ from pipeline.stages.storage import MissingObject, ObjectStore, StorageError
 from pipeline.stages.transcript_event import audio_for, roles_by_channel
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
-    attempts: int = 3
-    backoff_s: float = 0.5
-
-
 class Fetcher:
-    def __init__(self, store: ObjectStore, threads: int = 4, retry: RetryPolicy = RetryPolicy()) -> None:
+    def __init__(self, store: ObjectStore, threads: int = 4) -> None:
         self.store = store
-        self.retry = retry
         self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="fetch")
 
     def fetch(self, inputs: Sequence[AsrInput[Tag]]) -> list[Fetched[Tag] | Dead[Tag]]:
@@ -53,16 +47,12 @@ class Fetcher:
             return item.dead(
                 "corrupt_header", f"object is {call.object.size_bytes} bytes; its routed header allows at most {cap}"
             )
-        for attempt in range(1, self.retry.attempts + 1):
-            try:
-                data = self.store.read(call.object, 0, cap + 1)  # never more than the header allows
-                break
-            except MissingObject as exc:
-                return item.dead("missing_object", str(exc), attempt)
-            except StorageError as exc:
-                if attempt == self.retry.attempts:
-                    return item.dead("fetch_failed", f"{exc} (after {attempt} attempts)", attempt)
-                time.sleep(self.retry.backoff_s * 2 ** (attempt - 1))
+        try:
+            data = self.store.read(call.object, 0, cap + 1)  # never more than the header allows
+        except MissingObject as exc:
+            return item.dead("missing_object", str(exc))
+        except StorageError as exc:  # permanent, or transient past the retry deadline
+            return item.dead("fetch_failed", str(exc))
         if len(data) > cap:
             return item.dead("corrupt_header", f"object is over {cap} bytes, more than its routed header allows")
         try:

@@ -1,17 +1,38 @@
-"""The MinIO/S3 adapter of :class:`pipeline.stages.storage.ObjectStore`."""
+"""The MinIO/S3 adapter of :class:`pipeline.stages.storage.ObjectStore`.
+
+It does not retry: every error is classified (transient :class:`StorageError`, permanent
+:class:`StorageRefused` / :class:`MissingObject`) and retried by the one retry layer,
+:class:`pipeline.stages.retry.RetryingStore`.
+"""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+
 import urllib3
 from minio import Minio
-from minio.error import MinioException, S3Error
+from minio.error import InvalidResponseError, MinioException, S3Error, ServerError
 
 from pipeline.config import Settings
 from pipeline.events import ObjectRef
-from pipeline.stages.storage import MissingObject, ObjectInfo, StorageError
+from pipeline.logs import get_logger
+from pipeline.stages.retry import Backoff, RetryingStore
+from pipeline.stages.storage import MissingObject, ObjectInfo, StorageError, StorageRefused
+
+log = get_logger("callqa.storage")
 
 _META_PREFIX = "x-amz-meta-"
 _MISSING = {"NoSuchKey", "NoSuchVersion", "NoSuchBucket", "InvalidArgument"}
+# S3 codes that say "try again" even when a proxy rewrites the status to a 4xx.
+_BUSY = {
+    "SlowDown",
+    "RequestTimeout",
+    "ServiceUnavailable",
+    "InternalError",
+    "XMinioServerNotInitialized",
+    "XMinioStorageFull",
+}
 
 
 def storage_client(settings: Settings) -> Minio:
@@ -24,9 +45,20 @@ def storage_client(settings: Settings) -> Minio:
         http_client=urllib3.PoolManager(
             maxsize=16,
             timeout=urllib3.Timeout(connect=5, read=60),
-            retries=urllib3.Retry(total=3, backoff_factor=0.2, status_forcelist=[500, 502, 503, 504]),
+            # No retries here: pipeline.stages.retry is the one retry layer (with a deadline).
+            retries=urllib3.Retry(total=0, redirect=0, raise_on_status=False),
         ),
     )
+
+
+def retrying_store(settings: Settings, sleep: Callable[[float], None] = time.sleep) -> RetryingStore:
+    """The MinIO store behind the one retry layer, up to ``storage_retry_deadline_s``; each retry is logged."""
+
+    def on_retry(error: BaseException, attempt: int, sleep_s: float) -> None:
+        log.warning("storage_retry", error=str(error), attempt=attempt, sleep_s=round(sleep_s, 2))
+
+    backoff = Backoff(deadline_s=settings.storage_retry_deadline_s)
+    return RetryingStore(MinioStore(storage_client(settings)), backoff, sleep=sleep, on_retry=on_retry)
 
 
 class MinioStore:
@@ -38,11 +70,8 @@ class MinioStore:
     def stat(self, ref: ObjectRef) -> ObjectInfo:
         try:
             st = self.client.stat_object(ref.bucket, ref.key, version_id=ref.version_id)
-        except S3Error as exc:
-            raise _storage_error(ref, exc) from exc
-        except (MinioException, urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
-            # ServerError, InvalidResponseError (a proxy's HTML page), a bad header value
-            raise StorageError(f"stat {ref.bucket}/{ref.key}: {type(exc).__name__}: {exc}") from exc
+        except Exception as exc:  # noqa: BLE001 - classified: transient or permanent
+            raise classify("stat", ref, exc) from exc
         metadata = {
             k.lower().removeprefix(_META_PREFIX): v
             for k, v in (st.metadata or {}).items()
@@ -60,14 +89,28 @@ class MinioStore:
             finally:
                 resp.close()
                 resp.release_conn()
-        except S3Error as exc:
-            raise _storage_error(ref, exc) from exc
-        except (MinioException, urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
-            raise StorageError(f"read {ref.bucket}/{ref.key}: {type(exc).__name__}: {exc}") from exc
+        except Exception as exc:  # noqa: BLE001 - classified: transient or permanent
+            raise classify("read", ref, exc) from exc
 
 
-def _storage_error(ref: ObjectRef, exc: S3Error) -> StorageError:
+def classify(action: str, ref: ObjectRef, exc: Exception) -> StorageError:
+    """What a client error means for a retry: transient (5xx, connection refused or reset,
+    timeouts, urllib3's MaxRetryError) is a plain :class:`StorageError`; a missing object,
+    access denied or any other 4xx answer is permanent."""
     where = f"{ref.bucket}/{ref.key}" + (f" version {ref.version_id}" if ref.version_id else "")
-    if exc.code in _MISSING:
-        return MissingObject(f"{where}: {exc.code}")
-    return StorageError(f"{where}: {exc.code} {exc.message}")
+    if isinstance(exc, S3Error):
+        status = getattr(exc.response, "status", 0) or 0
+        if exc.code in _MISSING:
+            return MissingObject(f"{where}: {exc.code}")
+        if exc.code in _BUSY or status >= 500:
+            return StorageError(f"{action} {where}: {exc.code} {exc.message} (HTTP {status})")
+        return StorageRefused(f"{action} {where}: {exc.code} {exc.message} (HTTP {status})")
+    message = f"{action} {where}: {type(exc).__name__}: {exc}"
+    if isinstance(exc, ServerError):
+        return StorageError(message) if exc.status_code >= 500 else StorageRefused(message)
+    if isinstance(exc, InvalidResponseError):  # a non-XML answer, e.g. a proxy's HTML error page
+        code = getattr(exc, "_code", 0) or 0
+        return StorageError(message) if code >= 500 or code in (408, 429) else StorageRefused(message)
+    if isinstance(exc, (urllib3.exceptions.HTTPError, OSError, MinioException)):
+        return StorageError(message)  # connection refused/reset, timeouts, a protocol error mid-read
+    return StorageRefused(message)  # e.g. a bad header value: the same request fails the same way

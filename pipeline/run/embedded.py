@@ -285,7 +285,7 @@ def local_call_ids(paths: list[str]) -> dict[str, str]:
 
 def input_refs(paths: list[str], settings: Any) -> tuple[ObjectStore, list[ObjectRef]]:
     """Local files and folders, or one ``s3://bucket/prefix`` (listed through the configured endpoint)."""
-    from pipeline.adapters.minio_store import MinioStore, storage_client
+    from pipeline.adapters.minio_store import retrying_store, storage_client
     from pipeline.adapters.publisher import find_recordings
 
     remote = [p for p in paths if p.startswith("s3://")]
@@ -298,7 +298,7 @@ def input_refs(paths: list[str], settings: Any) -> tuple[ObjectStore, list[Objec
             bucket, _, prefix = url.removeprefix("s3://").partition("/")
             refs += [ObjectRef(bucket=bucket, key=o.object_name)
                      for o in client.list_objects(bucket, prefix=prefix, recursive=True) if not o.is_dir]
-        return MinioStore(client), refs
+        return retrying_store(settings), refs
     return FileStore(), [FileStore.ref_for(p) for p in find_recordings([Path(p) for p in paths])]
 
 

@@ -23,7 +23,7 @@ import faust
 from prometheus_client import Counter, Histogram
 
 from pipeline.adapters.faust_app import create_faust_app, send_in_source_transaction, watch_health
-from pipeline.adapters.minio_store import MinioStore, storage_client
+from pipeline.adapters.minio_store import retrying_store
 from pipeline.catalog import load_catalog
 from pipeline.config import Settings
 from pipeline.errors import StackError
@@ -74,7 +74,9 @@ def create_app(settings: Settings, app_id: str = "callqa-router", health: StageH
             None, recover_progress, settings, list(bucket_names.values()), progress)
 
     router = ArrivalRouter(
-        store=MinioStore(storage_client(settings)),
+        # Probes wait out a storage outage (up to storage_retry_deadline_s) in the executor thread:
+        # the event loop, its heartbeats and health timer keep turning meanwhile.
+        store=retrying_store(settings),
         buckets=Buckets(settings.bucket_edges_s, settings.bucket_names),
         partitions_of=lambda bucket: partition_counts[bucket_names[bucket]],
         max_duration_s=settings.max_duration_s,

@@ -7,8 +7,9 @@ One process per accelerator, in group ``asr-<bucket>``. The loop:
 3. transcribe the batch, then in one transaction produce every Transcript (and the
    dead letters of calls that failed) and commit the batch's input offsets.
 
-While the engine computes, the consumer is paused and keeps polling, so heartbeats and
-``max.poll.interval.ms`` hold during long batches. An abortable transaction error aborts
+While the engine computes, and while a fetch waits out a storage outage (retried up to
+``storage_retry_deadline_s``, see :mod:`pipeline.stages.retry`), the consumer is paused and
+keeps polling, so heartbeats and ``max.poll.interval.ms`` hold. An abortable transaction error aborts
 and rewinds to the committed offsets; nothing is produced twice or lost. A batch from a
 partition revoked after its fetch is dropped even if the partition came back (see
 :mod:`pipeline.stages.checkpoint`), and committed offsets never move backwards.
@@ -26,12 +27,12 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from pipeline.adapters.fetch import Fetcher
-from pipeline.adapters.minio_store import MinioStore, storage_client
+from pipeline.adapters.minio_store import retrying_store
 from pipeline.catalog import load_catalog
 from pipeline.config import Settings
 from pipeline.logs import get_logger
@@ -42,10 +43,12 @@ from pipeline.stages.asr import AsrBatch, AsrStage, Prepared, SpeechEngine
 from pipeline.stages.batching import BatchBudget
 from pipeline.stages.checkpoint import Checkpoint, Position
 from pipeline.stages.gather import Gatherer, Queued
+from pipeline.stages.retry import RetryInterrupted, interruptible_sleep
 from pipeline.stages.sizes import MessageLimits
 from pipeline.stages.storage import ObjectStore
 
 log = get_logger("callqa.worker")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -96,12 +99,14 @@ class AsrWorker:
         self.output_topic = settings.topic("asr.transcripts")
         self.dlq_topic = settings.topic("asr.dlq")
         self.limits = MessageLimits.from_catalog(load_catalog(settings.bucket_names))
-        self.fetcher = Fetcher(store or MinioStore(storage_client(settings)), opts.fetch_threads)
+        self.stopping = threading.Event()
+        # storage retries end early when the worker stops (the batch is then not committed)
+        store = store or retrying_store(settings, interruptible_sleep(self.stopping))
+        self.fetcher = Fetcher(store, opts.fetch_threads)
         self.stage = AsrStage(self.fetcher, engine, replay_id=opts.replay_id)
         self.compute = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine")
         self.prepare_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prepare")
         self.metrics = WorkerMetrics(opts.bucket)
-        self.stopping = threading.Event()
         self.checkpoint = Checkpoint()
         self.gatherer: Gatherer[Message] = Gatherer(
             self._consume, self.checkpoint, BatchBudget(opts.max_calls, opts.max_audio_s), opts.window_ms
@@ -225,7 +230,10 @@ class AsrWorker:
                     if next_batch is None:
                         continue
                 wait_start = time.perf_counter()
-                batch = next_batch.result()
+                try:
+                    batch = self._wait_polling(next_batch)  # a storage outage can take minutes
+                except RetryInterrupted:
+                    break  # stopping during an outage: nothing of the batch is committed; it is read again
                 self.metrics.storage_wait_s.inc(time.perf_counter() - wait_start)
                 compute = self.compute.submit(self._transcribe, batch.prepared)
                 next_batch = None if self.stopping.is_set() or self._memory_high() else self._prefetch()
@@ -263,8 +271,9 @@ class AsrWorker:
             self.metrics.observe_batch(prepared.ready, batch.stats, batch.wall_s)
         return batch
 
-    def _wait_polling(self, compute: Future[AsrBatch[Message]]) -> AsrBatch[Message]:
-        """Keep the group membership alive while the engine computes; buffer what arrives."""
+    def _wait_polling(self, compute: Future[T]) -> T:
+        """Keep the group membership alive while the engine computes or a fetch waits for
+        storage; buffer what arrives."""
         assignment = self.consumer.assignment()
         self.consumer.pause(assignment)
         fatal: KafkaError | None = None

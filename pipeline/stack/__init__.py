@@ -161,6 +161,32 @@ def restart_kafka(settings: Settings) -> StackState:
     return state
 
 
+def stop_minio(settings: Settings) -> None:
+    """Stop the MinIO server (a storage outage drill); :func:`start_minio` brings it back."""
+    state = _load_state(settings.state_dir.resolve())
+    if state is None:
+        raise StackError(f"no stack in {settings.state_dir.resolve()}")
+    stop(state.minio_pid, state.marker)
+
+
+def start_minio(settings: Settings) -> StackState:
+    """Start MinIO again on the same ports and data directory (after :func:`stop_minio`)."""
+    from pipeline.stack import minio
+
+    state_dir = settings.state_dir.resolve()
+    state = _load_state(state_dir)
+    if state is None:
+        raise StackError(f"no stack in {state_dir}")
+    pid = minio.start(
+        minio.ensure_binary(settings.cache_dir), state_dir / "minio", state.minio_port, state.console_port,
+        settings.s3_access_key, settings.s3_secret_key.get_secret_value(),
+        f"127.0.0.1:{state.kafka_port}", settings.arrivals, on_started=lambda pid: _record_pid(state_dir, "minio", pid),
+    )
+    state = replace(state, minio_pid=pid)
+    (state_dir / STATE_FILE).write_text(json.dumps(asdict(state), indent=2))
+    return state
+
+
 def status(settings: Settings) -> dict[str, Any]:
     state = _load_state(settings.state_dir.resolve())
     if state is None:

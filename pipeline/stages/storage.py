@@ -14,11 +14,21 @@ from pipeline.events import ObjectRef
 
 
 class StorageError(CallQAError):
-    """Storage could not be reached or answered with an error; worth retrying."""
+    """Storage could not be reached or answered with an error; worth retrying unless ``transient`` is false."""
+
+    transient = True
 
 
 class MissingObject(StorageError):
     """The object (or that version of it) does not exist; retrying will not help."""
+
+    transient = False
+
+
+class StorageRefused(StorageError):
+    """Storage answered that it will not serve this request (access denied, a bad request): permanent."""
+
+    transient = False
 
 
 @dataclass(frozen=True)

@@ -207,3 +207,22 @@ def test_a_fatal_consumer_error_rejoins_with_a_fresh_consumer_and_drops_the_batc
     assert fenced.closed and worker.consumer is fresh and worker.committer.consumer is fresh
     assert worker._commit(*batch)  # from the fenced member: neither produced nor committed
     assert worker.committer.producer.produced == [] and worker.committer.producer.offsets == []
+
+
+def test_while_a_fetch_waits_for_storage_the_worker_polls_with_its_partitions_paused(worker: AsrWorker) -> None:
+    from concurrent.futures import Future
+
+    assign(worker, 0, 1)
+    waiting: Future[str] = Future()
+    paused_at_poll = []
+
+    def poll(timeout: float) -> None:  # a storage outage: the prefetch is done after the third poll
+        paused_at_poll.append(set(worker.consumer.paused))
+        if len(paused_at_poll) == 3:
+            waiting.set_result("prepared")
+
+    worker.consumer.poll = poll  # type: ignore[attr-defined]
+    assert worker._wait_polling(waiting) == "prepared"
+    assert paused_at_poll == [{(TOPIC, 0), (TOPIC, 1)}] * 3  # membership kept, nothing fetched meanwhile
+    assert worker.consumer.paused == set()
+
