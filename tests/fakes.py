@@ -126,6 +126,10 @@ class FakeProducer:
         self._open = []
         self.aborts += 1
 
+    def close(self) -> bool:
+        self.closed = True
+        return True
+
 
 @dataclass
 class FakeEngine:

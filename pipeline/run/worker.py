@@ -306,6 +306,8 @@ class AsrWorker:
         self.fetcher.close()
         self.prepare_pool.shutdown(wait=False, cancel_futures=True)
         self.compute.shutdown(wait=True)
+        if self.committer is not None:
+            self.committer.close()
         if self.consumer is not None:
             self.consumer.close()
         log.info("worker_stopped", bucket=self.opts.bucket)

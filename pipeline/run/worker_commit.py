@@ -11,6 +11,7 @@ to the committed offsets. Clients come in through the constructor, so unit tests
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -42,6 +43,8 @@ class TransactionalProducer(Protocol):
     def commit_transaction(self, timeout: float) -> None: ...
 
     def abort_transaction(self, timeout: float) -> None: ...
+
+    def close(self) -> Any: ...  # aborts an open transaction, flushes, frees the client
 
 
 class GroupConsumer(Protocol):
@@ -82,7 +85,7 @@ class BatchCommitter:
         self.limits, self.raw_topic = limits, raw_topic  # raw_topic: clear-text copies, only when configured
         self.stopping = stopping or threading.Event()
         self.producer = new_producer()
-        self._abandoned: list[TransactionalProducer] = []
+        self.closing: list[threading.Thread] = []  # replaced producers being closed
 
     def commit(self, positions: Sequence[Position], batch: AsrBatch[Any]) -> bool:
         """Produce the batch's outputs and commit its offsets in one transaction.
@@ -191,9 +194,35 @@ class BatchCommitter:
                 self.stopping.wait(1.0)
 
     def replace_producer(self) -> None:
-        # Never destroyed: destroying a producer stuck in a transactional call blocks too.
-        self._abandoned.append(self.producer)
+        """A fresh producer (its ``init_transactions`` fences the old one), then the old one closed
+        in a thread of its own: closing a producer stuck in a hung transactional call blocks too."""
+        old = self.producer
         self.producer = self.new_producer()
+        self.closing = [t for t in self.closing if t.is_alive()] + [_close_in_background(old)]
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        """At shutdown: close the producer (aborting an open transaction) and wait, at most
+        ``timeout_s``, for it and for replaced ones still closing."""
+        self.closing.append(_close_in_background(self.producer))
+        deadline = time.monotonic() + timeout_s
+        for thread in self.closing:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        self.closing = [t for t in self.closing if t.is_alive()]
+
+
+def _close_in_background(producer: TransactionalProducer) -> threading.Thread:
+    """Close a producer in a daemon thread, which ends holding the last reference to it: the client
+    is freed when the close returns, and a close that hangs does not hold up the worker or its exit."""
+
+    def close() -> None:
+        try:
+            producer.close()
+        except Exception as exc:  # noqa: BLE001 - a fenced producer may refuse its abort; it is gone anyway
+            log.warning("producer_close_failed", error=str(exc))
+
+    thread = threading.Thread(target=close, name="producer-close", daemon=True)
+    thread.start()
+    return thread
 
 
 def _with_deadline(call, *args, grace_s: float = 10.0):

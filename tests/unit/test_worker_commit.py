@@ -226,3 +226,25 @@ def test_while_a_fetch_waits_for_storage_the_worker_polls_with_its_partitions_pa
     assert paused_at_poll == [{(TOPIC, 0), (TOPIC, 1)}] * 3  # membership kept, nothing fetched meanwhile
     assert worker.consumer.paused == set()
 
+
+def test_a_replaced_producer_is_closed_without_blocking_the_worker(worker: AsrWorker) -> None:
+    import threading
+
+    release = threading.Event()
+
+    class HangingClose(FakeProducer):
+        def close(self) -> bool:  # as a producer stuck in a hung transactional call
+            release.wait(10)
+            return super().close()
+
+    assign(worker, 0)
+    first = worker.committer.producer = HangingClose()
+    first.fail_commit = "fatal"
+    assert not worker._commit(*fetch(worker, (0, 0)))  # returns while the old producer's close hangs
+    assert worker.committer.producer is not first and not hasattr(first, "closed")
+    release.set()
+    [closing] = worker.committer.closing
+    closing.join(5)
+    assert first.closed and not closing.is_alive()
+    worker.committer.close()  # at shutdown: the current producer too
+    assert worker.committer.producer.closed and worker.committer.closing == []
