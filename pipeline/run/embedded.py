@@ -32,7 +32,6 @@ from pipeline.stages.asr import AsrBatch, AsrInput, AsrStage, SpeechEngine, Tran
 from pipeline.stages.batching import BatchBudget, plan_batches
 from pipeline.stages.outcomes import Dead
 from pipeline.stages.qa import Evaluated, QaStage
-from pipeline.stages.redaction import redact_transcript
 from pipeline.stages.router import ArrivalRouter, Routed
 from pipeline.stages.routing import Buckets
 from pipeline.stages.storage import ObjectStore
@@ -156,10 +155,10 @@ class EmbeddedRunner:
                 self._keep(outcome, out)
 
     def _keep(self, done: Transcribed[str], out: _Outputs) -> None:
-        # no clear-text PII at rest; QA sees what the distributed QA stage sees
-        transcript = redact_transcript(done.transcript)
+        # no clear-text PII at rest (redacted by the ASR stage); QA sees what the distributed QA stage sees
+        transcript = done.redacted
         if self.qa is not None:  # findings first: a transcript line marks the call done
-            outcome = self.qa.evaluate(transcript, encode(transcript), transcript.call_id.encode())
+            outcome = self.qa.evaluate(transcript, done.value, transcript.call_id.encode())
             if isinstance(outcome, Evaluated):
                 out.write(out.findings, outcome.result)
             else:

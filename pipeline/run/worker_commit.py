@@ -27,7 +27,6 @@ from pipeline.stages.asr import AsrBatch, Transcribed
 from pipeline.stages.checkpoint import Checkpoint, CommitPlan, Position
 from pipeline.stages.gather import position_of
 from pipeline.stages.outcomes import Dead
-from pipeline.stages.redaction import redact_transcript
 from pipeline.stages.sizes import MessageLimits, too_large_letter
 
 log = get_logger("callqa.worker")
@@ -61,7 +60,7 @@ class GroupConsumer(Protocol):
 
 @dataclass(frozen=True)
 class _Publish:
-    """A transcript to produce: its outcome and its redacted, encoded value."""
+    """A transcript to produce: its outcome and its redacted, encoded value (made on the compute thread)."""
 
     done: Transcribed[Any]
     value: bytes
@@ -120,11 +119,12 @@ class BatchCommitter:
         self.producer.begin_transaction()
         for outcome in kept:  # per message: call ids may repeat in a batch
             if isinstance(outcome, _Publish):
-                raw = outcome.done.transcript
-                key = raw.call_id.encode()
+                key = outcome.done.transcript.call_id.encode()
                 self.producer.produce(self.output_topic, key=key, value=outcome.value)
-                if self.raw_topic and self.limits.fits("asr.transcripts.raw", key, encode(raw)):
-                    self.producer.produce(self.raw_topic, key=key, value=encode(raw))
+                if self.raw_topic:  # clear text, only where an operator turned it on
+                    raw = encode(outcome.done.transcript)
+                    if self.limits.fits("asr.transcripts.raw", key, raw):
+                        self.producer.produce(self.raw_topic, key=key, value=raw)
         for outcome in kept:
             if isinstance(outcome, Dead):
                 # a redriven input keeps counting its attempts
@@ -139,22 +139,20 @@ class BatchCommitter:
         _with_deadline(self.producer.commit_transaction, 30)
 
     def _fitting(self, outcome: Any) -> _Publish | Dead[Any]:
-        """A transcript, redacted and encoded once; one over its topic's size limit becomes a dead letter
-        (``output_too_large``) with its small input: producing it would fail the transaction, abort and
-        rewind for ever."""
+        """A transcript (redacted and encoded on the compute thread) to send; one over its topic's
+        size limit becomes a dead letter (``output_too_large``) with its small input: producing it
+        would fail the transaction, abort and rewind for ever."""
         if not isinstance(outcome, Transcribed):
             return outcome  # type: ignore[no-any-return]
-        t = redact_transcript(outcome.transcript)  # no clear-text PII on asr.transcripts
-        value = encode(t)
-        if self.limits.fits("asr.transcripts", t.call_id.encode(), value):
-            return _Publish(outcome, value)
+        if self.limits.fits("asr.transcripts", outcome.redacted.call_id.encode(), outcome.value):
+            return _Publish(outcome, outcome.value)
         msg = outcome.tag
         topic, partition, offset = position_of(msg)
         return Dead(
             too_large_letter(
                 stage="asr",
                 topic=self.output_topic,
-                size_bytes=len(value),
+                size_bytes=len(outcome.value),
                 limit_bytes=self.limits.limit("asr.transcripts"),
                 payload=msg.value(),
                 key=msg.key(),

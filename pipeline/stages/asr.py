@@ -3,6 +3,8 @@
 prepare: decode the RoutedCall event → fetch the object → decode the audio (through an
 injected :class:`AudioFetcher`); transcribe: one engine batch, and when the batch raises,
 each call again alone so only the call at fault is dead-lettered (``asr_failed``).
+Each transcript is redacted and encoded here, on the thread that computes it, so the
+committing thread only sends bytes (a 9 MiB transcript takes seconds to redact).
 Nothing raises out of it. Used by the Kafka worker and the embedded runner alike; the
 engine is injected (a :class:`SpeechEngine`), so this module loads no torch.
 """
@@ -17,8 +19,9 @@ from typing import Generic, Protocol
 from pipeline.asr.audio import CallAudio
 from pipeline.asr.transcript import BatchStats, CallTranscript
 from pipeline.errors import DecodeError
-from pipeline.events import DeadLetter, ReasonCode, RoutedCall, SourcePosition, Transcript, decode
+from pipeline.events import DeadLetter, ReasonCode, RoutedCall, SourcePosition, Transcript, decode, encode
 from pipeline.stages.outcomes import Dead, Tag
+from pipeline.stages.redaction import redact_transcript
 from pipeline.stages.transcript_event import to_transcript
 
 
@@ -96,7 +99,19 @@ class AudioFetcher(Protocol):
 class Transcribed(Generic[Tag]):
     tag: Tag
     call: RoutedCall
-    transcript: Transcript
+    transcript: Transcript  # as the engine heard it: clear-text PII, never published by default
+    redacted: Transcript  # PII masked: what asr.transcripts and the embedded files get
+    value: bytes  # ``redacted`` encoded once, ready to send
+
+
+def transcribed(tag: Tag, call: RoutedCall, transcript: Transcript, source: AsrInput[Tag]) -> AsrOutcome[Tag]:
+    """The outcome with its redacted, encoded form; a call whose redaction fails is dead-lettered,
+    never published in clear (fail closed)."""
+    try:
+        redacted = redact_transcript(transcript)
+        return Transcribed(tag, call, transcript, redacted, encode(redacted))
+    except Exception as exc:  # noqa: BLE001 - one transcript's redaction bug costs that call only
+        return source.dead("internal_error", f"redaction failed: {type(exc).__name__}: {exc}")
 
 
 AsrOutcome = Transcribed[Tag] | Dead[Tag]
@@ -155,10 +170,11 @@ class AsrStage:
             return self._one_by_one(batch, exc)
         wall_s = time.perf_counter() - started
         done: list[AsrOutcome[Tag]] = [
-            Transcribed(
+            transcribed(
                 r.input.tag,
                 r.call,
                 to_transcript(r.call, res, {"fetch_s": r.fetch_s, "batch_wall_s": wall_s}, self.replay_id),
+                r.input,
             )
             for r, res in zip(batch.ready, results, strict=True)
         ]
@@ -175,7 +191,6 @@ class AsrStage:
                 done.append(r.input.dead("asr_failed", repr(exc)))
                 continue
             stats += self.engine.last_batch_stats
-            done.append(
-                Transcribed(r.input.tag, r.call, to_transcript(r.call, result, {"fetch_s": r.fetch_s}, self.replay_id))
-            )
+            transcript = to_transcript(r.call, result, {"fetch_s": r.fetch_s}, self.replay_id)
+            done.append(transcribed(r.input.tag, r.call, transcript, r.input))
         return AsrBatch([*done, *batch.dead], stats, time.perf_counter() - started, repr(batch_error))

@@ -8,10 +8,10 @@ import stat
 from pathlib import Path
 
 from pipeline.config import Settings, write_env_file
-from pipeline.events import ModelInfo, ObjectRef, Segment, Transcript, decode
+from pipeline.events import DeadLetter, ModelInfo, ObjectRef, Segment, Transcript, decode, encode
 from pipeline.stages.redaction import redact_transcript
-from tests.fakes import FakeEngine
-from tests.unit.test_worker_commit import assign, fetch, worker  # noqa: F401 - fixture
+from tests.fakes import FakeEngine, FakeMessage
+from tests.unit.test_worker_commit import assign, fetch, routed, worker  # noqa: F401 - fixture
 
 
 def call(*texts: tuple[str, float, float]) -> Transcript:
@@ -97,3 +97,44 @@ def test_qa_finds_the_same_pii_in_the_redacted_transcript_as_in_the_raw_one() ->
     assert pii_findings(masked) == pii_findings(raw) and pii_findings(raw)
     assert sorted((p.type, p.start_s, p.confidence) for p in qa.evaluate(masked).pii) == \
         sorted((p.type, p.start_s, p.confidence) for p in qa.evaluate(raw).pii)
+
+
+def test_redaction_runs_on_the_compute_thread_and_the_commit_only_sends_bytes(worker, monkeypatch) -> None:  # noqa: F811
+    import threading
+
+    import pipeline.stages.asr as asr_stage
+
+    threads = []
+    real = asr_stage.redact_transcript
+
+    def recorded(t: Transcript) -> Transcript:
+        threads.append(threading.current_thread().name)
+        return real(t)
+
+    monkeypatch.setattr(asr_stage, "redact_transcript", recorded)
+    worker.stage.engine = FakeEngine(texts={"c0-0": "card 4532 0151 1283 0366"})
+    assign(worker, 0)
+    worker.consumer.queue.append(FakeMessage("audio.bucket.short", 0, 0, encode(routed("c0-0"))))
+    inflight = worker._prefetch().result()
+    batch = worker.compute.submit(worker._transcribe, inflight.prepared).result()
+    assert threads == ["engine_0"]  # the worker's compute thread, not the polling one
+    [done] = batch.transcribed
+    assert b"4532" not in done.value and "4532" in done.transcript.segments[0].text
+    assert worker._commit(inflight, batch)
+    assert threads == ["engine_0"]  # nothing redacted again at commit
+    [(_, _, value)] = worker.committer.producer.produced
+    assert value is done.value
+
+
+def test_a_transcript_whose_redaction_fails_is_dead_lettered_not_published(worker, monkeypatch) -> None:  # noqa: F811
+    import pipeline.stages.asr as asr_stage
+
+    def broken(t: Transcript) -> Transcript:
+        raise ValueError("a redaction bug")
+
+    monkeypatch.setattr(asr_stage, "redact_transcript", broken)
+    worker.stage.engine = FakeEngine(texts={"c0-0": "card 4532 0151 1283 0366"})
+    assign(worker, 0)
+    assert worker._commit(*fetch(worker, (0, 0)))
+    [(topic, _, value)] = worker.committer.producer.produced
+    assert topic == worker.dlq_topic and decode(value, DeadLetter).reason == "internal_error"
