@@ -203,3 +203,38 @@ def test_fetch_past_the_deadline_is_dead_lettered_as_fetch_failed(tmp_path: Path
     assert isinstance(out, Dead) and out.letter.reason == "fetch_failed"
     assert "storage unavailable for 120 s" in out.letter.message
     assert clock.now - 1000.0 == pytest.approx(120.0)
+
+
+# -- the router's probe on top of it ------------------------------------------------------------
+
+
+def test_the_router_probe_waits_out_an_outage_then_routes(tmp_path: Path) -> None:
+    from pipeline.stages.router import ArrivalRouter, Routed
+    from tests.unit.test_probe_routing import BUCKETS, _arrival
+
+    clock = FakeClock()
+    store = FlakyStore(failures=5)
+    router = ArrivalRouter(
+        store=RetryingStore(store, Backoff(deadline_s=300), sleep=clock.sleep, clock=clock),
+        buckets=BUCKETS,
+        partitions_of=lambda b: 4,
+        max_duration_s=3600,
+    )
+    out = router.route(_arrival(audio.write(tmp_path / "c.wav", 2.0, 8000)), b"k", {})
+    assert isinstance(out, Routed) and out.call.bucket == "short"
+    assert len(clock.sleeps) == 5
+
+
+def test_the_router_dead_letters_a_missing_object_at_once(tmp_path: Path) -> None:
+    from pipeline.stages.router import ArrivalRouter
+    from tests.unit.test_probe_routing import BUCKETS, _arrival
+
+    clock = FakeClock()
+    router = ArrivalRouter(
+        store=RetryingStore(FileStore(), Backoff(), sleep=clock.sleep, clock=clock),
+        buckets=BUCKETS,
+        partitions_of=lambda b: 4,
+        max_duration_s=3600,
+    )
+    out = router.route(_arrival(tmp_path / "never-stored.wav"), b"k", {})
+    assert isinstance(out, Dead) and out.letter.reason == "missing_object" and clock.sleeps == []
