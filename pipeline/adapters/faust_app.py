@@ -29,6 +29,9 @@ def create_faust_app(settings: Settings, app_id: str, topic_partitions: int | No
         datadir=str(datadir),
         broker_commit_livelock_soft_timeout=60.0,
         broker_session_timeout=20.0,  # a killed member's partitions move on after 20 s, not 60
+        # One event may wait out a storage outage (the router's probe); with a full stream buffer
+        # the fetcher waits for it, so the poll interval must outlast the retry deadline and a read.
+        broker_max_poll_interval=max(1000.0, settings.storage_retry_deadline_s + 120.0),
         consumer_auto_offset_reset="earliest",
         # the catalog's limits, not aiokafka's 1 MB: a refused send would fail the event
         producer_max_request_size=largest,
