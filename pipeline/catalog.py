@@ -125,10 +125,22 @@ def plan_changes(specs: list[TopicSpec], live: dict[str, LiveTopic], prefix: str
                     {"live": current.replication_factor, "catalog": spec.replication_factor},
                 )
             )
-        drift = {k: v for k, v in spec.config.items() if current.config.get(k) != v}
+        drift = {k: v for k, v in spec.config.items() if not same_config_value(k, v, current.config.get(k))}
         if drift:
             changes.append(TopicChange(topic, "alter_config", {"set": drift}))
     return changes
+
+
+_LIST_CONFIGS = frozenset({"cleanup.policy"})  # list-valued topic configs: the order carries no meaning
+
+
+def same_config_value(key: str, catalog: str, live: str | None) -> bool:
+    """Whether a live topic config value is the catalog's (``compact,delete`` = ``delete,compact``)."""
+    if live is None:
+        return False
+    if key in _LIST_CONFIGS:
+        return sorted(v.strip() for v in catalog.split(",")) == sorted(v.strip() for v in live.split(","))
+    return catalog == live
 
 
 def schema_path(event_type: str) -> Traversable:

@@ -9,9 +9,11 @@ De-duplication: every routed object version leaves a marker on the compacted top
 offset (see :func:`pipeline.adapters.faust_app.send_in_source_transaction`), so a killed
 router re-routes nothing twice and loses nothing. A Faust Table was tried first:
 its changelog writes committed in a transaction of their own, and a SIGKILL test
-then lost 35 of 300 arrivals (marked seen, never routed). Markers are loaded at
-start; arrivals of one object land on one partition (keyed ``bucket/object``;
-upstream publishers use MinIO's partitioner, see :mod:`pipeline.adapters.publisher`).
+then lost 35 of 300 arrivals (marked seen, never routed). Arrivals of one object land
+on one partition (keyed ``bucket/object``; upstream publishers use MinIO's partitioner, see
+:mod:`pipeline.adapters.publisher`), and its marker goes to the same partition number of
+``router.seen``: a router loads the marker partitions of the arrivals partitions it is
+assigned, when they are assigned (:mod:`pipeline.run.router_markers`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from pipeline.ops.dlq import with_attempts
 from pipeline.ops.headers import REDRIVE_ATTEMPT, REPLAY_GENERATION, int_header
 from pipeline.ops.health import StageHealth
 from pipeline.ops.lag_kafka import recover_progress
+from pipeline.run.router_markers import MarkerLoader
+from pipeline.stages.markers import check_co_partitioned
 from pipeline.stages.router import ArrivalRouter, Dead, Routed, Skipped
 from pipeline.stages.routing import Buckets
 from pipeline.stages.sizes import MessageLimits, too_large_letter
@@ -51,8 +55,10 @@ def create_app(settings: Settings, app_id: str = "callqa-router", health: StageH
     """Build the Faust app; ``app.main()`` or ``app.worker`` runs it."""
     arrivals_name = settings.arrivals
     bucket_names = {b: settings.topic(f"audio.bucket.{b}") for b in settings.bucket_names}
+    seen_topic = settings.topic("router.seen")
     # Read once at start: partitions added later are used after a restart.
-    partition_counts = topic_partitions(settings, [*bucket_names.values()])
+    partition_counts = topic_partitions(settings, [*bucket_names.values(), arrivals_name, seen_topic])
+    check_co_partitioned(partition_counts, arrivals_name, seen_topic)
     app = create_faust_app(settings, app_id)
     arrivals = app.topic(arrivals_name, key_type=bytes, value_type=bytes,
                          key_serializer="raw", value_serializer="raw")
@@ -60,12 +66,19 @@ def create_app(settings: Settings, app_id: str = "callqa-router", health: StageH
         name: app.topic(topic, key_serializer="raw", value_serializer="raw") for name, topic in bucket_names.items()
     }
     dlq = app.topic(settings.topic("router.dlq"), key_serializer="raw", value_serializer="raw")
-    seen_topic = settings.topic("router.seen")
     limits = MessageLimits.from_catalog(load_catalog(settings.bucket_names))
-    seen = load_markers(settings, seen_topic)  # identity of every routed object version → when
+    markers = MarkerLoader(settings, seen_topic, arrivals_name)  # identity of a routed object version → when
     # Progress stamps on routed calls (what `callqa lag` reads); totals resume from the topics.
     progress = recover_progress(settings, list(bucket_names.values()))
     watch_health(app, health, arrivals_name)
+
+    @app.on_partitions_revoked.connect
+    async def _markers_revoked(sender: object, revoked: set, **_: object) -> None:
+        markers.on_revoked(revoked)
+
+    @app.on_partitions_assigned.connect
+    async def _markers_assigned(sender: object, assigned: set, **_: object) -> None:
+        markers.on_assigned(assigned)  # reads in the background; the agent waits for each partition
 
     @app.on_partitions_assigned.connect
     async def _recover(sender: object, assigned: set, **_: object) -> None:
@@ -92,6 +105,7 @@ def create_app(settings: Settings, app_id: str = "callqa-router", health: StageH
             started = time.perf_counter()
             attempt = int_header(event.headers, REDRIVE_ATTEMPT)  # a dead letter's payload sent again
             generation = int_header(event.headers, REPLAY_GENERATION)
+            seen = await markers.seen(msg.partition)  # routing waits until the partition's markers are in
             outcome = await loop.run_in_executor(None, router.route, event.value, event.key, seen, position,
                                                  generation)
             bound = log.bind(topic=msg.topic, partition=msg.partition, offset=msg.offset)
@@ -129,37 +143,6 @@ def create_app(settings: Settings, app_id: str = "callqa-router", health: StageH
                 bound.debug("arrival_skipped", why=outcome.why)
 
     return app
-
-
-def load_markers(settings: Settings, topic: str) -> dict[str, float]:
-    """Every committed routed-marker, read to the end of the compacted topic."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-
-    consumer = Consumer({**settings.kafka_common(), "group.id": "callqa-router-markers",
-                         "enable.auto.commit": False, "isolation.level": "read_committed"})
-    try:
-        parts = consumer.list_topics(topic, timeout=30).topics[topic].partitions
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in parts}
-        todo = {p for p, end in ends.items() if end > 0}
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in todo])
-        seen: dict[str, float] = {}
-        deadline = time.monotonic() + 300
-        while todo:
-            if time.monotonic() > deadline:
-                raise StackError(f"could not read {topic} to its end in 300 s (partitions {sorted(todo)})")
-            msg = consumer.poll(1.0)
-            if msg is None or msg.error():
-                # Read-committed positions can stop short of the high watermark (transaction markers).
-                todo = {p for p in todo if consumer.position([TopicPartition(topic, p)])[0].offset < ends[p]}
-                continue
-            if msg.value() is not None:
-                seen[msg.key().decode()] = float(msg.value())
-            if msg.offset() + 1 >= ends[msg.partition()]:
-                todo.discard(msg.partition())
-        log.info("markers_loaded", topic=topic, markers=len(seen))
-        return seen
-    finally:
-        consumer.close()
 
 
 def topic_partitions(settings: Settings, names: list[str]) -> dict[str, int]:

@@ -1,0 +1,126 @@
+"""The router's de-dup markers, held per arrivals partition (pure: no Kafka, no asyncio).
+
+A marker (identity of a routed object version → when) is written to ``router.seen`` on
+the partition *number* of the arrival it came from, in the arrival's transaction. Arrivals
+of one object share a partition (they are keyed ``bucket/object``), so the router that owns
+arrivals partition p needs only markers partition p: it loads that partition when p is
+assigned and forgets it when p goes elsewhere.
+
+Life of a partition here:
+
+- ``assign``: every partition of the new assignment becomes *not ready*; each one gets a
+  read plan (from offset 0 when new, from where the last read stopped when it was held
+  before: markers are only ever added, so a catch-up read is enough). Partitions left out
+  are dropped.
+- ``revoke``: not ready (kept, so a partition that comes straight back only catches up).
+- ``loaded``: the markers read for one plan are merged in; the partition is ready only if
+  no newer assignment superseded that plan (an epoch per assignment).
+
+The router routes an event of partition p only while p is ready.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from pipeline.errors import StackError
+
+
+@dataclass(frozen=True)
+class ReadPlan:
+    partition: int
+    start_offset: int
+    epoch: int  # the assignment this read serves
+
+
+@dataclass
+class _Partition:
+    seen: dict[str, float] = field(default_factory=dict)
+    next_offset: int = 0  # the first marker offset not read yet
+    epoch: int = 0
+    ready: bool = False
+
+
+class MarkerTable:
+    """The markers of the arrivals partitions this router owns, and which of them are complete."""
+
+    def __init__(self) -> None:
+        self._parts: dict[int, _Partition] = {}
+        self._epoch = 0
+
+    def assign(self, partitions: Iterable[int]) -> list[ReadPlan]:
+        """A new assignment: drop what is no longer ours; plan a read for every partition we own."""
+        wanted = set(partitions)
+        self._epoch += 1
+        for p in set(self._parts) - wanted:
+            del self._parts[p]
+        plans = []
+        for p in sorted(wanted):
+            part = self._parts.setdefault(p, _Partition())
+            part.epoch, part.ready = self._epoch, False
+            plans.append(ReadPlan(p, part.next_offset, self._epoch))
+        return plans
+
+    def revoke(self, partitions: Iterable[int]) -> None:
+        for p in partitions:
+            if p in self._parts:
+                self._parts[p].ready = False
+
+    def loaded(self, plan: ReadPlan, found: dict[str, float | None], next_offset: int) -> bool:
+        """Merge what a read found (None: a tombstone, the marker is gone); True when the
+        partition became ready by it."""
+        part = self._parts.get(plan.partition)
+        if part is None:  # revoked and given away while the read ran
+            return False
+        for identity, routed_at in found.items():
+            if routed_at is None:
+                part.seen.pop(identity, None)
+            else:
+                part.seen[identity] = routed_at
+        part.next_offset = max(part.next_offset, next_offset)
+        if plan.epoch == part.epoch:
+            part.ready = True
+        return part.ready
+
+    def is_ready(self, partition: int) -> bool:
+        part = self._parts.get(partition)
+        return part is not None and part.ready
+
+    def seen(self, partition: int) -> dict[str, float]:
+        """The de-dup table of one owned partition (what :class:`ArrivalRouter` checks and the caller records in)."""
+        part = self._parts.get(partition)
+        if part is None or not part.ready:
+            raise KeyError(f"markers of partition {partition} are not loaded")
+        return part.seen
+
+    @property
+    def owned(self) -> list[int]:
+        return sorted(self._parts)
+
+    def __len__(self) -> int:
+        return sum(len(p.seen) for p in self._parts.values())
+
+
+def parse_marker(key: bytes | None, value: bytes | None) -> tuple[str, float | None] | None:
+    """One record of ``router.seen``: (identity, routed-at) or (identity, None) for a tombstone.
+
+    A record without a key, or with a value that is not a time, is not a marker: None (skipped),
+    so one bad record cannot stop a router from starting.
+    """
+    if key is None:
+        return None
+    try:
+        identity = key.decode()
+        return identity, None if value is None else float(value)
+    except (UnicodeDecodeError, ValueError):
+        return None
+
+
+def check_co_partitioned(partition_counts: dict[str, int], arrivals: str, markers: str) -> None:
+    """A marker lives on its arrival's partition number: both topics need the same partition count."""
+    if partition_counts[arrivals] != partition_counts[markers]:
+        raise StackError(
+            f"{markers} has {partition_counts[markers]} partitions and {arrivals} {partition_counts[arrivals]}: "
+            "the router keeps each arrival's marker on the same partition number, so both need the same count "
+            "(make them equal with `callqa topics apply` or kafka-topics --alter)")
