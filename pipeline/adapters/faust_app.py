@@ -54,6 +54,31 @@ def watch_health(app: faust.App, health: StageHealth | None, input_topic: str, e
         health.replace_assignment((tp.topic, tp.partition) for tp in assigned if tp.topic == input_topic)
 
 
+def stop_transactions_of_lost_partitions(app: faust.App, input_topic: str) -> None:
+    """Stop a partition's transactional producer when the partition goes to another member.
+
+    Faust (0.15.3) leaves it running; the new owner's producer fences it, and when the
+    partition comes back Faust reuses the fenced producer: the first output fails with
+    ProducerFenced and the app crashes (seen in the router hand-over test). Stopped here,
+    a partition that comes back gets a fresh producer.
+    """
+    owned: set[int] = set()
+
+    @app.on_partitions_assigned.connect
+    async def _stop_lost(sender: object, assigned: set, **_: object) -> None:
+        now = {tp.partition for tp in assigned if tp.topic == input_topic}
+        for partition in sorted(owned - now):
+            await app.producer.stop_transaction(_transactional_id(app, input_topic, partition))
+        owned.clear()
+        owned.update(now)
+
+
+def _transactional_id(app: faust.App, topic: str, partition: int) -> str:
+    group = app.assignor.group_for_topic(topic)
+    return app.consumer.transactions.transactional_id_format.format(
+        tpg=TopicPartitionGroup(topic, partition, group), group_id=app.conf.id)
+
+
 async def send_in_source_transaction(app: faust.App, source: faust.types.Message, topic: str,
                                      key: bytes | None, value: bytes, partition: int | None = None,
                                      headers: list[tuple[str, bytes]] | None = None) -> None:
@@ -64,7 +89,5 @@ async def send_in_source_transaction(app: faust.App, source: faust.types.Message
     router chooses output partitions by load, and a SIGKILL test showed duplicates that way.
     This keeps each output, its table writes and its input offset in one transaction.
     """
-    group = app.assignor.group_for_topic(source.topic)
-    transactional_id = app.consumer.transactions.transactional_id_format.format(
-        tpg=TopicPartitionGroup(source.topic, source.partition, group), group_id=app.conf.id)
+    transactional_id = _transactional_id(app, source.topic, source.partition)
     await app.producer.send(topic, key, value, partition, None, headers, transactional_id=transactional_id)

@@ -15,7 +15,12 @@ from typing import Literal
 import faust
 from prometheus_client import Counter
 
-from pipeline.adapters.faust_app import create_faust_app, send_in_source_transaction, watch_health
+from pipeline.adapters.faust_app import (
+    create_faust_app,
+    send_in_source_transaction,
+    stop_transactions_of_lost_partitions,
+    watch_health,
+)
 from pipeline.catalog import load_catalog
 from pipeline.config import Settings
 from pipeline.events import SourcePosition, encode
@@ -51,6 +56,7 @@ def create_app(settings: Settings, app_id: str = "callqa-qa", health: StageHealt
     dlq = app.topic(settings.topic("qa.dlq"), key_serializer="raw", value_serializer="raw")
     limits = MessageLimits.from_catalog(load_catalog(settings.bucket_names))
     watch_health(app, health, transcripts.get_topic_name())
+    stop_transactions_of_lost_partitions(app, transcripts.get_topic_name())
 
     @app.agent(transcripts)
     async def evaluate(stream: faust.Stream) -> None:

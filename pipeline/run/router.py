@@ -24,7 +24,12 @@ import time
 import faust
 from prometheus_client import Counter, Histogram
 
-from pipeline.adapters.faust_app import create_faust_app, send_in_source_transaction, watch_health
+from pipeline.adapters.faust_app import (
+    create_faust_app,
+    send_in_source_transaction,
+    stop_transactions_of_lost_partitions,
+    watch_health,
+)
 from pipeline.adapters.minio_store import retrying_store
 from pipeline.catalog import load_catalog
 from pipeline.config import Settings
@@ -71,6 +76,7 @@ def create_app(settings: Settings, app_id: str = "callqa-router", health: StageH
     # Progress stamps on routed calls (what `callqa lag` reads); totals resume from the topics.
     progress = recover_progress(settings, list(bucket_names.values()))
     watch_health(app, health, arrivals_name)
+    stop_transactions_of_lost_partitions(app, arrivals_name)
 
     @app.on_partitions_revoked.connect
     async def _markers_revoked(sender: object, revoked: set, **_: object) -> None:

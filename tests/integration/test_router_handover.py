@@ -1,0 +1,97 @@
+"""Router de-dup markers across a hand-over: two routers in one group, a partition moves, a re-put routes once."""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline.adapters.minio_store import storage_client
+from pipeline.adapters.publisher import sarama_partition
+from pipeline.config import Settings
+from pipeline.events import RoutedCall, decode
+from pipeline.stack.minio import prepare_bucket
+from tests import audio
+from tests.kafka_helpers import TopicReader
+from tests.processes import spawn, stop
+
+pytestmark = pytest.mark.integration
+BUCKET_TOPICS = [f"audio.bucket.{b}" for b in ("short", "medium", "long", "xlong")]
+ARRIVAL_PARTITIONS = 6  # audio.arrivals in the catalog
+
+
+def log_events(path: Path, event: str) -> list[dict[str, Any]]:
+    rows = []
+    for line in path.read_text(errors="replace").splitlines():
+        if line.startswith("{") and f'"{event}"' in line:
+            row = json.loads(line)
+            if row.get("event") == event:
+                rows.append(row)
+    return rows
+
+
+def wait_until(check: Callable[[], Any], what: str, timeout_s: float = 90) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_a_partition_handed_over_keeps_its_markers_and_a_re_put_routes_once(
+        stack_settings: Settings, unique: str, tmp_path: Path) -> None:
+    settings = stack_settings.model_copy(update={"recordings_bucket": f"rec-{unique}"})
+    client = storage_client(settings)
+    prepare_bucket(client, settings.recordings_bucket)
+    reader = TopicReader(settings, BUCKET_TOPICS)
+    logs = {name: tmp_path / f"router-{name}.log" for name in ("a", "b")}
+    procs = {}
+    try:
+        procs["a"] = spawn(settings, logs["a"], "router", "--app-id", f"router-{unique}")
+        wait_until(lambda: log_events(logs["a"], "markers_loaded"), "router a to load its markers")
+        # b joins after a holds every partition and has loaded them: what a routes from now on,
+        # b can only know by reading the markers when it takes a's partitions over.
+        procs["b"] = spawn(settings, logs["b"], "router", "--app-id", f"router-{unique}")
+        wait_until(lambda: log_events(logs["b"], "markers_loaded") and len(log_events(logs["a"], "markers_loaded")) >= 2,
+                   "the group to settle with two routers")
+        data = audio.write(tmp_path / "x.wav", 3.0, 8000).read_bytes()
+        client.put_object(settings.recordings_bucket, "x.wav", io.BytesIO(data), len(data))
+
+        def ours() -> list[RoutedCall]:
+            calls = [decode(m.value(), RoutedCall) for m in reader.messages]
+            return [c for c in calls if c.object.bucket == settings.recordings_bucket]
+
+        reader.wait_for(lambda _: len(ours()), 1, timeout_s=90, settle_s=1)
+        routed_by = {name: [r for r in log_events(path, "call_routed") if r["call_id"] == "x"]
+                     for name, path in logs.items()}
+        owner = next(name for name, rows in routed_by.items() if rows)
+        partition = routed_by[owner][0]["partition"]
+        other = "b" if owner == "a" else "a"
+        assert not routed_by[other]
+        taken = len(log_events(logs[other], "markers_loaded"))
+
+        stop(procs[owner])  # a clean leave: the other router takes every partition
+        wait_until(lambda: [r for r in log_events(logs[other], "markers_loaded")[taken:]
+                            if partition in r["partitions"]], f"{other} to load the markers of partition {partition}")
+
+        client.put_object(settings.recordings_bucket, "x.wav", io.BytesIO(data), len(data))  # same content again
+        # A later arrival on the same partition: once it is routed, the re-put before it was seen.
+        follower = next(f"z{i}.wav" for i in range(1000) if sarama_partition(
+            f"{settings.recordings_bucket}/z{i}.wav".encode(), ARRIVAL_PARTITIONS) == partition)
+        client.put_object(settings.recordings_bucket, follower, io.BytesIO(data), len(data))
+        reader.wait_for(lambda _: len(ours()), 2, timeout_s=90, settle_s=5)
+        counts = Counter(c.call_id for c in ours())
+        assert counts == Counter({"x": 1, follower.removesuffix(".wav"): 1})
+        assert [r for r in log_events(logs[other], "call_routed") if r["partition"] == partition]
+    finally:
+        for proc in procs.values():
+            stop(proc)
+        reader.close()
