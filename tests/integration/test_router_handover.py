@@ -95,3 +95,27 @@ def test_a_partition_handed_over_keeps_its_markers_and_a_re_put_routes_once(
         for proc in procs.values():
             stop(proc)
         reader.close()
+
+
+def test_topics_apply_gives_an_existing_compact_only_marker_topic_its_time_to_live(isolated_settings: Settings) -> None:
+    """A cluster set up before markers had a time-to-live: `topics apply` alters cleanup.policy in place."""
+    from pipeline.adapters.kafka_admin import apply_catalog, describe
+    from pipeline.catalog import load_catalog
+
+    specs = load_catalog(isolated_settings.bucket_names)
+    before = [s if s.name != "router.seen" else type(s)(**{**s.__dict__, "config": {"cleanup.policy": "compact"}})
+              for s in specs]
+    apply_catalog(isolated_settings, before)
+    seen = next(row for row in describe(isolated_settings, specs) if row["topic"].endswith("router.seen"))
+    assert not seen["in_sync"] and seen["live"]["config"]["cleanup.policy"] == "compact"
+    changes = apply_catalog(isolated_settings, specs)
+    assert [(c.topic.removeprefix(isolated_settings.topic_prefix), c.action) for c in changes] == [
+        ("router.seen", "alter_config")]
+    assert changes[0].detail["set"] == {"cleanup.policy": "compact,delete", "retention.ms": "1209600000",
+                                        "segment.ms": "86400000"}
+
+    def seen_in_sync() -> bool:  # a config change reaches describe through the metadata log
+        return next(row for row in describe(isolated_settings, specs) if row["topic"].endswith("router.seen"))["in_sync"]
+
+    wait_until(seen_in_sync, "router.seen to show the new config", timeout_s=30)
+    assert apply_catalog(isolated_settings, specs) == []
