@@ -7,6 +7,7 @@ from pathlib import Path
 import faust
 from faust.transport.consumer import TopicPartitionGroup
 
+from pipeline.adapters.faust_auth import faust_security
 from pipeline.catalog import load_catalog
 from pipeline.config import Settings
 from pipeline.ops.health import StageHealth
@@ -14,6 +15,7 @@ from pipeline.stages.sizes import MessageLimits
 
 
 def create_faust_app(settings: Settings, app_id: str, topic_partitions: int | None = None) -> faust.App:
+    security = faust_security(settings.kafka_config)  # CALLQA_KAFKA_CONFIG, as the confluent clients take it
     datadir = Path(settings.state_dir).resolve() / "faust" / app_id
     datadir.mkdir(parents=True, exist_ok=True)
     limits = MessageLimits.from_catalog(load_catalog(settings.bucket_names))
@@ -37,6 +39,7 @@ def create_faust_app(settings: Settings, app_id: str, topic_partitions: int | No
         producer_max_request_size=largest,
         consumer_max_fetch_size=largest,
         **({"topic_partitions": topic_partitions} if topic_partitions else {}),
+        **security,
     )
 
 

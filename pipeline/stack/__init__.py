@@ -35,6 +35,8 @@ class StackState:
     console_port: int
     started_at: float
     timings_s: dict[str, float]
+    sasl_port: int | None = None  # the optional SASL_PLAINTEXT (SCRAM) listener, off by default
+    sasl_mechanism: str | None = None
 
     @property
     def marker(self) -> str:
@@ -48,7 +50,10 @@ def _load_state(state_dir: Path) -> StackState | None:
     return StackState(**json.loads(path.read_text()))
 
 
-def up(settings: Settings, kafka_port: int | None = None, minio_port: int | None = None) -> StackState:
+def up(settings: Settings, kafka_port: int | None = None, minio_port: int | None = None,
+       scram_user: kafka.ScramUser | None = None) -> StackState:
+    """Start the stack. With ``scram_user`` the broker gets a second listener, SASL_PLAINTEXT with
+    SCRAM, and that user (``StackState.sasl_port``); off by default, as for ``callqa stack up``."""
     # The clients load here, not at import: `callqa stack status` and the stack's helpers need neither.
     from pipeline.stack import minio
 
@@ -72,7 +77,7 @@ def up(settings: Settings, kafka_port: int | None = None, minio_port: int | None
     t1 = time.monotonic()
     try:
         state = _start_servers(settings, state_dir, libs, minio_binary, kafka_port, controller_port,
-                               minio_port, console_port, timings, t0, t1)
+                               minio_port, console_port, timings, t0, t1, scram_user)
     except BaseException:
         down(settings)  # a failed up leaves nothing running: the pids were recorded as each server started
         raise
@@ -88,14 +93,17 @@ def _record_pid(state_dir: Path, name: str, pid: int) -> None:
 
 def _start_servers(settings: Settings, state_dir: Path, libs: Path, minio_binary: Path, kafka_port: int,
                    controller_port: int, minio_port: int, console_port: int, timings: dict[str, float],
-                   t0: float, t1: float) -> StackState:
+                   t0: float, t1: float, scram_user: kafka.ScramUser | None = None) -> StackState:
     from pipeline.adapters.kafka_admin import apply_catalog, wait_for_broker
     from pipeline.adapters.minio_store import storage_client
     from pipeline.stack import minio
 
     state_dir.mkdir(parents=True, exist_ok=True)
+    sasl_port = free_port() if scram_user else None
     kafka_pid = kafka.start(libs, state_dir / "kafka", kafka_port, controller_port,
-                            on_started=lambda pid: _record_pid(state_dir, "kafka", pid))
+                            on_started=lambda pid: _record_pid(state_dir, "kafka", pid),
+                            sasl_port=sasl_port, scram_user=scram_user,
+                            sasl_mechanism=scram_user.mechanism if scram_user else "SCRAM-SHA-256")
     bootstrap = f"127.0.0.1:{kafka_port}"
     conn = settings.model_copy(update={"kafka_bootstrap": bootstrap, "s3_endpoint": f"127.0.0.1:{minio_port}"})
     wait_for_broker(conn)
@@ -113,7 +121,8 @@ def _start_servers(settings: Settings, state_dir: Path, libs: Path, minio_binary
     timings["total_s"] = time.monotonic() - t0
 
     state = StackState(str(state_dir), kafka_pid, kafka_port, controller_port, minio_pid, minio_port,
-                       console_port, time.time(), {k: round(v, 2) for k, v in timings.items()})
+                       console_port, time.time(), {k: round(v, 2) for k, v in timings.items()},
+                       sasl_port, scram_user.mechanism if scram_user else None)
     (state_dir / STATE_FILE).write_text(json.dumps(asdict(state), indent=2))
     write_env_file(state_dir / STACK_ENV_FILE, {
         "kafka_bootstrap": bootstrap,
@@ -154,7 +163,8 @@ def restart_kafka(settings: Settings) -> StackState:
         raise StackError(f"no stack in {state_dir}")
     stop(state.kafka_pid, state.marker)
     libs = kafka.ensure_jars(settings.cache_dir)
-    pid = kafka.start(libs, state_dir / "kafka", state.kafka_port, state.controller_port)
+    pid = kafka.start(libs, state_dir / "kafka", state.kafka_port, state.controller_port,
+                      sasl_port=state.sasl_port, sasl_mechanism=state.sasl_mechanism or "SCRAM-SHA-256")
     wait_for_broker(settings.model_copy(update={"kafka_bootstrap": f"127.0.0.1:{state.kafka_port}"}))
     state = replace(state, kafka_pid=pid)
     (state_dir / STATE_FILE).write_text(json.dumps(asdict(state), indent=2))
@@ -196,7 +206,9 @@ def status(settings: Settings) -> dict[str, Any]:
     return {
         "running": kafka_up and minio_up,
         "state_dir": state.state_dir,
-        "kafka": {"pid": state.kafka_pid, "bootstrap": f"127.0.0.1:{state.kafka_port}", "up": kafka_up},
+        "kafka": {"pid": state.kafka_pid, "bootstrap": f"127.0.0.1:{state.kafka_port}", "up": kafka_up,
+                  **({"sasl_bootstrap": f"127.0.0.1:{state.sasl_port}", "sasl_mechanism": state.sasl_mechanism}
+                     if state.sasl_port else {})},
         "minio": {"pid": state.minio_pid, "endpoint": f"127.0.0.1:{state.minio_port}", "up": minio_up},
         "recordings_bucket": settings.recordings_bucket,
         "started_at": state.started_at,

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.errors import StackError
@@ -38,16 +39,37 @@ def ensure_jars(cache_dir: Path) -> Path:
     return libs
 
 
-def _server_properties(data_dir: Path, port: int, controller_port: int) -> str:
+@dataclass(frozen=True)
+class ScramUser:
+    """A SCRAM user for the optional SASL_PLAINTEXT listener (created when the storage is formatted)."""
+
+    name: str
+    password: str
+    mechanism: str = "SCRAM-SHA-256"
+
+    def client_config(self) -> dict[str, str]:
+        """The librdkafka properties (CALLQA_KAFKA_CONFIG) that reach the SASL listener as this user."""
+        return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": self.mechanism,
+                "sasl.username": self.name, "sasl.password": self.password}
+
+
+def _server_properties(data_dir: Path, port: int, controller_port: int, sasl_port: int | None = None,
+                       sasl_mechanism: str = "SCRAM-SHA-256") -> str:
+    # The optional SASL listener sits beside PLAINTEXT (MinIO and the broker itself keep that one).
+    sasl = f",SASL_PLAINTEXT://127.0.0.1:{sasl_port}" if sasl_port else ""
     return "\n".join([
         "process.roles=broker,controller",
         "node.id=1",
         f"controller.quorum.voters=1@127.0.0.1:{controller_port}",
-        f"listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
-        f"advertised.listeners=PLAINTEXT://127.0.0.1:{port}",
+        f"listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}{sasl}",
+        f"advertised.listeners=PLAINTEXT://127.0.0.1:{port}{sasl}",
         "controller.listener.names=CONTROLLER",
         "inter.broker.listener.name=PLAINTEXT",
-        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+        + (",SASL_PLAINTEXT:SASL_PLAINTEXT" if sasl_port else ""),
+        *([f"sasl.enabled.mechanisms={sasl_mechanism}",
+           f"listener.name.sasl_plaintext.{sasl_mechanism.lower()}.sasl.jaas.config="
+           "org.apache.kafka.common.security.scram.ScramLoginModule required;"] if sasl_port else []),
         f"log.dirs={data_dir}",
         # One node: internal topics cannot have more than one replica.
         "offsets.topic.replication.factor=1",
@@ -80,21 +102,32 @@ logger.apache.level = warn
 
 
 def start(libs: Path, home: Path, port: int, controller_port: int, heap_mb: int = 768,
-          on_started: Callable[[int], None] = lambda pid: None) -> int:
-    """Format the storage on first use, start the broker, wait until its port answers."""
+          on_started: Callable[[int], None] = lambda pid: None,
+          sasl_port: int | None = None, scram_user: ScramUser | None = None,
+          sasl_mechanism: str = "SCRAM-SHA-256") -> int:
+    """Format the storage on first use, start the broker, wait until its port answers.
+
+    With ``sasl_port`` the broker also listens there for SASL_PLAINTEXT (``sasl_mechanism``);
+    ``scram_user`` is created when the storage is formatted (KRaft keeps SCRAM credentials in
+    its metadata, so a restart needs only the port and mechanism).
+    """
     data_dir = home / "data"
     props = home / "server.properties"
     home.mkdir(parents=True, exist_ok=True)
-    props.write_text(_server_properties(data_dir, port, controller_port))
+    props.write_text(_server_properties(data_dir, port, controller_port, sasl_port, sasl_mechanism))
     (home / "log4j2.properties").write_text(_LOG4J2.format(log=home / "server.log"))
     java = [
         "java", f"-Xms{heap_mb // 2}m", f"-Xmx{heap_mb}m", "-XX:+UseG1GC",
         f"-Dlog4j2.configurationFile={home / 'log4j2.properties'}", "-cp", f"{libs}/*",
     ]
     if not (data_dir / "meta.properties").exists():
+        if sasl_port and scram_user is None:
+            raise StackError("a SASL listener needs a SCRAM user, created when the storage is formatted")
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         result = subprocess.run(
-            [*java, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props)],
+            [*java, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props),
+             *(["--add-scram", f"{scram_user.mechanism}=[name={scram_user.name},password={scram_user.password}]"]
+               if scram_user else [])],
             capture_output=True, text=True,
         )
         if result.returncode != 0:
