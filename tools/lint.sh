@@ -11,6 +11,9 @@ PY=${PYTHON:-.venv/bin/python}
 "$PY" -m ruff format --check \
     pipeline/stages pipeline/chinese.py pipeline/run/worker.py pipeline/run/worker_commit.py \
     pipeline/adapters/fetch.py pipeline/adapters/file_store.py pipeline/adapters/minio_store.py \
+    pipeline/adapters/faust_auth.py pipeline/run/router_markers.py tools/bench_markers.py \
+    tests/unit/test_router_markers.py tests/unit/test_faust_security.py \
+    tests/integration/test_router_handover.py tests/integration/test_faust_sasl.py \
     tests/fakes.py tests/unit/test_gather.py tests/unit/test_failure_kinds.py tests/unit/test_import_boundaries.py \
     tests/unit/test_progress.py tests/unit/test_worker_commit.py tests/unit/test_qa_outcome.py \
     tests/unit/test_storage_retry.py

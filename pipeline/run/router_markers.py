@@ -29,20 +29,30 @@ log = get_logger("callqa.router.markers")
 READ_DEADLINE_S = 300.0  # one read; then it is retried (the agent keeps waiting, health shows it)
 
 
-def read_markers(settings: Settings, topic: str, plans: list[ReadPlan],
-                 deadline_s: float = READ_DEADLINE_S) -> dict[int, tuple[dict[str, float | None], int]]:
+def read_markers(
+    settings: Settings, topic: str, plans: list[ReadPlan], deadline_s: float = READ_DEADLINE_S
+) -> dict[int, tuple[dict[str, float | None], int]]:
     """Read committed markers of each planned partition from its start offset to the end.
 
     Returns, per partition, the markers found and the offset after the last one read.
     """
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-    consumer = Consumer({**settings.kafka_common(), "group.id": "callqa-router-markers",
-                         "enable.auto.commit": False, "isolation.level": "read_committed",
-                         "enable.partition.eof": True, "auto.offset.reset": "earliest"})
+    consumer = Consumer(
+        {
+            **settings.kafka_common(),
+            "group.id": "callqa-router-markers",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+        }
+    )
     try:
-        ends = {p.partition: consumer.get_watermark_offsets(TopicPartition(topic, p.partition), timeout=30)[1]
-                for p in plans}
+        ends = {
+            p.partition: consumer.get_watermark_offsets(TopicPartition(topic, p.partition), timeout=30)[1]
+            for p in plans
+        }
         found: dict[int, dict[str, float | None]] = {p.partition: {} for p in plans}
         done = {p.partition: p.start_offset for p in plans if p.start_offset >= ends[p.partition]}
         todo = [p for p in plans if p.partition not in done]
@@ -54,15 +64,15 @@ def read_markers(settings: Settings, topic: str, plans: list[ReadPlan],
                 missing = sorted(set(ends) - set(done))
                 raise StackError(f"could not read {topic} partitions {missing} to their end in {deadline_s:.0f} s")
             for msg in consumer.consume(num_messages=10_000, timeout=0.2):
-                p = msg.partition()
-                if p in done:
+                p, offset = msg.partition(), msg.offset()
+                if p is None or p in done:
                     continue
                 err = msg.error()
                 if err is not None:
                     if err.code() != KafkaError._PARTITION_EOF:
                         raise StackError(f"reading {topic}[{p}]: {err}")
-                    if msg.offset() >= ends[p]:  # below the watermark: a transaction still open
-                        done[p] = msg.offset()
+                    if offset is not None and offset >= ends[p]:  # below the watermark: a transaction still open
+                        done[p] = offset
                     continue
                 marker = parse_marker(msg.key(), msg.value())
                 if marker is not None:
@@ -91,8 +101,12 @@ class MarkerLoader:
 
     def on_assigned(self, tps: Iterable[object]) -> None:
         plans = self.table.assign(self._ours(tps))
-        log.info("markers_assigned", topic=self.marker_topic, partitions=[p.partition for p in plans],
-                 from_offsets={p.partition: p.start_offset for p in plans})
+        log.info(
+            "markers_assigned",
+            topic=self.marker_topic,
+            partitions=[p.partition for p in plans],
+            from_offsets={p.partition: p.start_offset for p in plans},
+        )
         if plans:
             task = asyncio.get_running_loop().create_task(self._load(plans))
             self._tasks.add(task)
@@ -107,16 +121,25 @@ class MarkerLoader:
                 results = await loop.run_in_executor(None, read_markers, self.settings, self.marker_topic, plans)
                 break
             except Exception as exc:  # noqa: BLE001 - the broker may come back; the agent waits meanwhile
-                log.warning("markers_load_failed", topic=self.marker_topic, error=f"{type(exc).__name__}: {exc}",
-                            retry_in_s=round(delay, 1))
+                log.warning(
+                    "markers_load_failed",
+                    topic=self.marker_topic,
+                    error=f"{type(exc).__name__}: {exc}",
+                    retry_in_s=round(delay, 1),
+                )
                 await asyncio.sleep(delay * random.uniform(0.5, 1.0))
                 delay = min(delay * 2, 30.0)
         for plan in plans:
             found, next_offset = results[plan.partition]
             self.table.loaded(plan, found, next_offset)
-        log.info("markers_loaded", topic=self.marker_topic, partitions=[p.partition for p in plans],
-                 read=sum(len(results[p.partition][0]) for p in plans), markers=len(self.table),
-                 seconds=round(time.perf_counter() - started, 3))
+        log.info(
+            "markers_loaded",
+            topic=self.marker_topic,
+            partitions=[p.partition for p in plans],
+            read=sum(len(results[p.partition][0]) for p in plans),
+            markers=len(self.table),
+            seconds=round(time.perf_counter() - started, 3),
+        )
         self._changed.set()
 
     async def seen(self, partition: int) -> dict[str, float]:

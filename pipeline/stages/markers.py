@@ -123,4 +123,5 @@ def check_co_partitioned(partition_counts: dict[str, int], arrivals: str, marker
         raise StackError(
             f"{markers} has {partition_counts[markers]} partitions and {arrivals} {partition_counts[arrivals]}: "
             "the router keeps each arrival's marker on the same partition number, so both need the same count "
-            "(make them equal with `callqa topics apply` or kafka-topics --alter)")
+            "(make them equal with `callqa topics apply` or kafka-topics --alter)"
+        )

@@ -47,7 +47,8 @@ def wait_until(check: Callable[[], Any], what: str, timeout_s: float = 90) -> An
 
 
 def test_a_partition_handed_over_keeps_its_markers_and_a_re_put_routes_once(
-        stack_settings: Settings, unique: str, tmp_path: Path) -> None:
+    stack_settings: Settings, unique: str, tmp_path: Path
+) -> None:
     settings = stack_settings.model_copy(update={"recordings_bucket": f"rec-{unique}"})
     client = storage_client(settings)
     prepare_bucket(client, settings.recordings_bucket)
@@ -60,8 +61,10 @@ def test_a_partition_handed_over_keeps_its_markers_and_a_re_put_routes_once(
         # b joins after a holds every partition and has loaded them: what a routes from now on,
         # b can only know by reading the markers when it takes a's partitions over.
         procs["b"] = spawn(settings, logs["b"], "router", "--app-id", f"router-{unique}")
-        wait_until(lambda: log_events(logs["b"], "markers_loaded") and len(log_events(logs["a"], "markers_loaded")) >= 2,
-                   "the group to settle with two routers")
+        wait_until(
+            lambda: log_events(logs["b"], "markers_loaded") and len(log_events(logs["a"], "markers_loaded")) >= 2,
+            "the group to settle with two routers",
+        )
         data = audio.write(tmp_path / "x.wav", 3.0, 8000).read_bytes()
         client.put_object(settings.recordings_bucket, "x.wav", io.BytesIO(data), len(data))
 
@@ -70,8 +73,9 @@ def test_a_partition_handed_over_keeps_its_markers_and_a_re_put_routes_once(
             return [c for c in calls if c.object.bucket == settings.recordings_bucket]
 
         reader.wait_for(lambda _: len(ours()), 1, timeout_s=90, settle_s=1)
-        routed_by = {name: [r for r in log_events(path, "call_routed") if r["call_id"] == "x"]
-                     for name, path in logs.items()}
+        routed_by = {
+            name: [r for r in log_events(path, "call_routed") if r["call_id"] == "x"] for name, path in logs.items()
+        }
         owner = next(name for name, rows in routed_by.items() if rows)
         partition = routed_by[owner][0]["partition"]
         other = "b" if owner == "a" else "a"
@@ -79,13 +83,18 @@ def test_a_partition_handed_over_keeps_its_markers_and_a_re_put_routes_once(
         taken = len(log_events(logs[other], "markers_loaded"))
 
         stop(procs[owner])  # a clean leave: the other router takes every partition
-        wait_until(lambda: [r for r in log_events(logs[other], "markers_loaded")[taken:]
-                            if partition in r["partitions"]], f"{other} to load the markers of partition {partition}")
+        wait_until(
+            lambda: [r for r in log_events(logs[other], "markers_loaded")[taken:] if partition in r["partitions"]],
+            f"{other} to load the markers of partition {partition}",
+        )
 
         client.put_object(settings.recordings_bucket, "x.wav", io.BytesIO(data), len(data))  # same content again
         # A later arrival on the same partition: once it is routed, the re-put before it was seen.
-        follower = next(f"z{i}.wav" for i in range(1000) if sarama_partition(
-            f"{settings.recordings_bucket}/z{i}.wav".encode(), ARRIVAL_PARTITIONS) == partition)
+        follower = next(
+            f"z{i}.wav"
+            for i in range(1000)
+            if sarama_partition(f"{settings.recordings_bucket}/z{i}.wav".encode(), ARRIVAL_PARTITIONS) == partition
+        )
         client.put_object(settings.recordings_bucket, follower, io.BytesIO(data), len(data))
         reader.wait_for(lambda _: len(ours()), 2, timeout_s=90, settle_s=5)
         counts = Counter(c.call_id for c in ours())
@@ -103,19 +112,27 @@ def test_topics_apply_gives_an_existing_compact_only_marker_topic_its_time_to_li
     from pipeline.catalog import load_catalog
 
     specs = load_catalog(isolated_settings.bucket_names)
-    before = [s if s.name != "router.seen" else type(s)(**{**s.__dict__, "config": {"cleanup.policy": "compact"}})
-              for s in specs]
+    before = [
+        s if s.name != "router.seen" else type(s)(**{**s.__dict__, "config": {"cleanup.policy": "compact"}})
+        for s in specs
+    ]
     apply_catalog(isolated_settings, before)
     seen = next(row for row in describe(isolated_settings, specs) if row["topic"].endswith("router.seen"))
     assert not seen["in_sync"] and seen["live"]["config"]["cleanup.policy"] == "compact"
     changes = apply_catalog(isolated_settings, specs)
     assert [(c.topic.removeprefix(isolated_settings.topic_prefix), c.action) for c in changes] == [
-        ("router.seen", "alter_config")]
-    assert changes[0].detail["set"] == {"cleanup.policy": "compact,delete", "retention.ms": "1209600000",
-                                        "segment.ms": "86400000"}
+        ("router.seen", "alter_config")
+    ]
+    assert changes[0].detail["set"] == {
+        "cleanup.policy": "compact,delete",
+        "retention.ms": "1209600000",
+        "segment.ms": "86400000",
+    }
 
     def seen_in_sync() -> bool:  # a config change reaches describe through the metadata log
-        return next(row for row in describe(isolated_settings, specs) if row["topic"].endswith("router.seen"))["in_sync"]
+        return next(row for row in describe(isolated_settings, specs) if row["topic"].endswith("router.seen"))[
+            "in_sync"
+        ]
 
     wait_until(seen_in_sync, "router.seen to show the new config", timeout_s=30)
     assert apply_catalog(isolated_settings, specs) == []

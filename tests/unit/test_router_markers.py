@@ -62,13 +62,16 @@ def test_a_tombstone_removes_a_marker() -> None:
     assert table.seen(0) == {"b#1": 1.0}
 
 
-@pytest.mark.parametrize(("key", "value", "expected"), [
-    (b"rec/a.wav#e", b"1764570000.5", ("rec/a.wav#e", 1764570000.5)),
-    (b"rec/a.wav#e", None, ("rec/a.wav#e", None)),
-    (None, b"1.0", None),
-    (b"rec/a.wav#e", b"not a time", None),
-    (b"\xff\xfe", b"1.0", None),
-])
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [
+        (b"rec/a.wav#e", b"1764570000.5", ("rec/a.wav#e", 1764570000.5)),
+        (b"rec/a.wav#e", None, ("rec/a.wav#e", None)),
+        (None, b"1.0", None),
+        (b"rec/a.wav#e", b"not a time", None),
+        (b"\xff\xfe", b"1.0", None),
+    ],
+)
 def test_marker_records(key: bytes | None, value: bytes | None, expected: object) -> None:
     assert parse_marker(key, value) == expected
 
