@@ -128,9 +128,10 @@ def create_app(settings: Settings, app_id: str = "callqa-router", health: StageH
                 stamp = progress.stamp(out_topic, outcome.partition, call.duration_s)
                 await send_in_source_transaction(app, msg, out_topic, call.call_id.encode(), value,
                                                  outcome.partition, stamp.to_headers())
-                seen[outcome.dedup_key] = time.time()
+                routed_at = time.time()
+                seen.add(outcome.dedup_key)
                 await send_in_source_transaction(app, msg, seen_topic, outcome.dedup_key.encode(),
-                                                 str(seen[outcome.dedup_key]).encode(), msg.partition)
+                                                 str(routed_at).encode(), msg.partition)
                 ROUTED.labels(call.bucket).inc()
                 AUDIO_S.labels(call.bucket).inc(call.duration_s)
                 PROBE_S.observe(call.probe_ms / 1000)

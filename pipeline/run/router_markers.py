@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from pipeline.config import Settings
 from pipeline.errors import StackError
 from pipeline.logs import get_logger
-from pipeline.stages.markers import MarkerTable, ReadPlan, parse_marker
+from pipeline.stages.markers import MarkerRead, MarkerSet, MarkerTable, ReadPlan, parse_marker
 
 log = get_logger("callqa.router.markers")
 
@@ -31,7 +31,7 @@ READ_DEADLINE_S = 300.0  # one read; then it is retried (the agent keeps waiting
 
 def read_markers(
     settings: Settings, topic: str, plans: list[ReadPlan], deadline_s: float = READ_DEADLINE_S
-) -> dict[int, tuple[dict[str, float | None], int]]:
+) -> dict[int, tuple[MarkerRead, int]]:
     """Read committed markers of each planned partition from its start offset to the end.
 
     Returns, per partition, the markers found and the offset after the last one read.
@@ -53,7 +53,7 @@ def read_markers(
             p.partition: consumer.get_watermark_offsets(TopicPartition(topic, p.partition), timeout=30)[1]
             for p in plans
         }
-        found: dict[int, dict[str, float | None]] = {p.partition: {} for p in plans}
+        found = {p.partition: MarkerRead() for p in plans}
         done = {p.partition: p.start_offset for p in plans if p.start_offset >= ends[p.partition]}
         todo = [p for p in plans if p.partition not in done]
         if todo:
@@ -76,7 +76,7 @@ def read_markers(
                     continue
                 marker = parse_marker(msg.key(), msg.value())
                 if marker is not None:
-                    found[p][marker[0]] = marker[1]
+                    found[p].record(*marker)
         return {p: (found[p], done[p]) for p in found}
     finally:
         consumer.close()
@@ -130,19 +130,19 @@ class MarkerLoader:
                 await asyncio.sleep(delay * random.uniform(0.5, 1.0))
                 delay = min(delay * 2, 30.0)
         for plan in plans:
-            found, next_offset = results[plan.partition]
-            self.table.loaded(plan, found, next_offset)
+            read, next_offset = results[plan.partition]
+            self.table.loaded(plan, read, next_offset)
         log.info(
             "markers_loaded",
             topic=self.marker_topic,
             partitions=[p.partition for p in plans],
-            read=sum(len(results[p.partition][0]) for p in plans),
+            read=sum(results[p.partition][0].records for p in plans),
             markers=len(self.table),
             seconds=round(time.perf_counter() - started, 3),
         )
         self._changed.set()
 
-    async def seen(self, partition: int) -> dict[str, float]:
+    async def seen(self, partition: int) -> MarkerSet:
         """The markers of one owned partition, once loaded (waits while a read runs)."""
         while not self.table.is_ready(partition):
             self._changed.clear()

@@ -17,10 +17,14 @@ Life of a partition here:
   no newer assignment superseded that plan (an epoch per assignment).
 
 The router routes an event of partition p only while p is ready.
+
+Memory: a marker is held as a 16-byte digest of its identity, not the identity itself (about
+a third of the bytes; a collision, ~1e-27 for a million markers, would skip one object).
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -34,9 +38,55 @@ class ReadPlan:
     epoch: int  # the assignment this read serves
 
 
+def marker_digest(identity: str) -> bytes:
+    return hashlib.blake2b(identity.encode(), digest_size=16).digest()
+
+
+class MarkerSet:
+    """The routed identities of one partition (what :meth:`ArrivalRouter.route` checks with ``in``)."""
+
+    def __init__(self, digests: set[bytes] | None = None) -> None:
+        self._digests = digests if digests is not None else set()
+
+    def __contains__(self, identity: object) -> bool:
+        return isinstance(identity, str) and marker_digest(identity) in self._digests
+
+    def add(self, identity: str) -> None:
+        self._digests.add(marker_digest(identity))
+
+    def merge(self, read: MarkerRead) -> None:
+        self._digests.difference_update(read.removed)
+        if self._digests:
+            self._digests.update(read.added)
+        else:  # a first load takes the read's set as it is: no copy of a million digests
+            self._digests = read.added
+
+    def __len__(self) -> int:
+        return len(self._digests)
+
+
+@dataclass
+class MarkerRead:
+    """What a read of one marker partition found, in log order: the later record of an identity wins."""
+
+    added: set[bytes] = field(default_factory=set)
+    removed: set[bytes] = field(default_factory=set)  # tombstones
+    records: int = 0
+
+    def record(self, identity: str, routed_at: float | None) -> None:
+        self.records += 1
+        digest = marker_digest(identity)
+        if routed_at is None:
+            self.added.discard(digest)
+            self.removed.add(digest)
+        else:
+            self.removed.discard(digest)
+            self.added.add(digest)
+
+
 @dataclass
 class _Partition:
-    seen: dict[str, float] = field(default_factory=dict)
+    seen: MarkerSet = field(default_factory=MarkerSet)
     next_offset: int = 0  # the first marker offset not read yet
     epoch: int = 0
     ready: bool = False
@@ -67,17 +117,12 @@ class MarkerTable:
             if p in self._parts:
                 self._parts[p].ready = False
 
-    def loaded(self, plan: ReadPlan, found: dict[str, float | None], next_offset: int) -> bool:
-        """Merge what a read found (None: a tombstone, the marker is gone); True when the
-        partition became ready by it."""
+    def loaded(self, plan: ReadPlan, read: MarkerRead, next_offset: int) -> bool:
+        """Merge what a read found; True when the partition became ready by it."""
         part = self._parts.get(plan.partition)
         if part is None:  # revoked and given away while the read ran
             return False
-        for identity, routed_at in found.items():
-            if routed_at is None:
-                part.seen.pop(identity, None)
-            else:
-                part.seen[identity] = routed_at
+        part.seen.merge(read)
         part.next_offset = max(part.next_offset, next_offset)
         if plan.epoch == part.epoch:
             part.ready = True
@@ -87,7 +132,7 @@ class MarkerTable:
         part = self._parts.get(partition)
         return part is not None and part.ready
 
-    def seen(self, partition: int) -> dict[str, float]:
+    def seen(self, partition: int) -> MarkerSet:
         """The de-dup table of one owned partition (what :class:`ArrivalRouter` checks and the caller records in)."""
         part = self._parts.get(partition)
         if part is None or not part.ready:

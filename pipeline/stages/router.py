@@ -11,7 +11,7 @@ Used by the Faust router and by the embedded runner alike.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable, Container
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
@@ -80,11 +80,11 @@ class ArrivalRouter:
         self,
         payload: bytes,
         key: bytes | None,
-        seen: MutableMapping[str, float],
+        seen: Container[str],
         source: SourcePosition | None = None,
         generation: int = 0,
     ) -> Outcome:
-        """Route one arrival. ``seen`` is the de-duplication table (identity → routed time);
+        """Route one arrival. ``seen`` holds the identities already routed (the de-dup markers);
         the caller records ``Routed.dedup_key`` in it once the output is committed.
         ``generation`` > 0 re-routes a version already routed: a replay has its own identity."""
 
@@ -115,7 +115,7 @@ class ArrivalRouter:
         except Exception as exc:  # noqa: BLE001 - a bug must not cost the input: keep it in the DLQ
             return dead("internal_error", f"{type(exc).__name__}: {exc}")
 
-    def _route(self, arrival: AudioArrived, seen: MutableMapping[str, float], generation: int = 0) -> Outcome:
+    def _route(self, arrival: AudioArrived, seen: Container[str], generation: int = 0) -> Outcome:
         info = _storage_call(self.store.stat, arrival.object)
         # Content identity: a re-put of unchanged bytes is a new version with the same etag.
         ref = ObjectRef(
