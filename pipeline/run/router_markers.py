@@ -15,6 +15,8 @@ watermark ends.
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import ctypes.util
 import random
 import time
 from collections.abc import Iterable
@@ -80,6 +82,20 @@ def read_markers(
         return {p: (found[p], done[p]) for p in found}
     finally:
         consumer.close()
+        _release_freed_heap()
+
+
+def _release_freed_heap() -> None:
+    """Hand the heap a large read freed back to the OS (glibc keeps it otherwise).
+
+    Measured with 1,000,000 markers: RSS after the read 272 MiB, 162 MiB with this; the
+    markers themselves are about 120 MiB. A no-op where the C library has no malloc_trim.
+    """
+    libc_name = ctypes.util.find_library("c")
+    libc = ctypes.CDLL(libc_name) if libc_name else None
+    trim = getattr(libc, "malloc_trim", None)
+    if trim is not None:
+        trim(0)
 
 
 class MarkerLoader:
