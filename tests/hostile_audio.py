@@ -43,3 +43,15 @@ def flac_claiming_samples(path: Path, total_samples: int = 2**36 - 1) -> Path:
     data[18:26] = info.to_bytes(8, "big")
     path.write_bytes(bytes(data))
     return path
+
+
+def streamed_flac(path: Path, duration_s: float, rate: int = 8000) -> Path:
+    """A silent FLAC whose STREAMINFO leaves the length open (total samples 0, as a streaming encoder
+    writes it): only decoding tells how long it is. An hour of silence takes about 80 KB."""
+    buf = io.BytesIO()
+    sf.write(buf, np.zeros(int(duration_s * rate), dtype=np.float32), rate, format="FLAC")
+    data = bytearray(buf.getvalue())
+    info = int.from_bytes(data[18:26], "big") & ~((1 << 36) - 1)
+    data[18:26] = info.to_bytes(8, "big")
+    path.write_bytes(bytes(data))
+    return path

@@ -14,13 +14,14 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
 import soundfile
 
-from pipeline.asr.audio import load_call_audio
+from pipeline.asr.audio import CallAudio, _roles_for
 from pipeline.asr.errors import AudioDecodeError
 from pipeline.events import RoutedCall
 from pipeline.stages.asr import AsrInput, Fetched
-from pipeline.stages.audio_limits import decoded_mismatch, max_object_bytes
+from pipeline.stages.audio_limits import decoded_mismatch, max_decoded_frames, max_object_bytes
 from pipeline.stages.outcomes import Dead, Tag
 from pipeline.stages.storage import MissingObject, ObjectStore, StorageError
 from pipeline.stages.transcript_event import audio_for, roles_by_channel
@@ -56,10 +57,9 @@ class Fetcher:
         if len(data) > cap:
             return item.dead("corrupt_header", f"object is over {cap} bytes, more than its routed header allows")
         try:
-            problem = _stream_mismatch(call, data)
-            if problem:
-                return item.dead("corrupt_header", problem)
-            audio = load_call_audio(data, roles_by_channel(call), call_id=call.call_id)
+            audio = decode_bounded(call, data)
+        except StreamMismatch as exc:
+            return item.dead("corrupt_header", str(exc))
         except AudioDecodeError as exc:
             return item.dead("decode_failed", str(exc))
         except (MemoryError, Exception) as exc:  # noqa: BLE001 - a decoder failure costs this call only
@@ -70,10 +70,31 @@ class Fetcher:
         self.pool.shutdown(wait=False, cancel_futures=True)
 
 
-def _stream_mismatch(call: RoutedCall, data: bytes) -> str | None:
-    """Check the decoder's own header view before it allocates anything sized by it."""
+class StreamMismatch(Exception):
+    """The decoder's view of the stream is not the call that was routed."""
+
+
+def decode_bounded(call: RoutedCall, data: bytes) -> CallAudio:
+    """Decode into one buffer sized by the routed header, never by the stream.
+
+    The decoder's own header view is checked first; a stream whose header gives no length
+    (a streamed FLAC) is read into a buffer of at most the routed frames plus a margin, and
+    one frame more than that means the object is not the call that was routed. So no
+    object, whatever its header says, makes the worker allocate more than its routed call.
+    """
     try:
-        info = soundfile.info(io.BytesIO(data))
+        with soundfile.SoundFile(io.BytesIO(data)) as f:
+            problem = decoded_mismatch(call, f.frames, f.channels, f.samplerate)
+            if problem:
+                raise StreamMismatch(problem)
+            cap = max_decoded_frames(call)
+            buf = np.empty((min(f.frames, cap) + 1, f.channels), dtype=np.float32)
+            decoded = f.read(out=buf)
     except (soundfile.LibsndfileError, RuntimeError, TypeError, ValueError) as exc:
         raise AudioDecodeError(f"cannot decode audio {call.call_id}: {exc}") from exc
-    return decoded_mismatch(call, info.frames, info.channels, info.samplerate)
+    if len(decoded) > cap:
+        raise StreamMismatch(f"stream decodes to more than {cap} frames; the routed duration allows at most that")
+    if len(decoded) == 0:
+        raise AudioDecodeError(f"audio {call.call_id} has no samples")
+    samples = np.ascontiguousarray(decoded.T)
+    return CallAudio(call.call_id, samples, int(call.sample_rate_hz), _roles_for(len(samples), roles_by_channel(call)))

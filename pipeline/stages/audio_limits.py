@@ -32,7 +32,7 @@ def decoded_mismatch(call: RoutedCall, frames: int, channels: int, rate_hz: int)
     if channels != call.channels or rate_hz != call.sample_rate_hz:
         return f"stream has {channels} channels at {rate_hz} Hz; routed as {call.channels} at {call.sample_rate_hz} Hz"
     if frames >= 2**62:
-        return None  # length unknown to the header (streamed FLAC): the decoder's failure is caught
+        return None  # length unknown to the header (streamed FLAC): the decode itself stops at the cap
     if not 0 <= frames <= max_decoded_frames(call):
         return f"stream claims {frames} frames; routed duration allows at most {max_decoded_frames(call)}"
     return None

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import tracemalloc
 from pathlib import Path
+
+import numpy as np
+import soundfile as sf
 
 import pytest
 
@@ -77,3 +81,26 @@ def test_a_stream_that_disagrees_with_its_routed_header_is_not_decoded(fetcher: 
 def test_decoded_frames_allow_the_routed_duration_with_a_margin() -> None:
     call = routed(Path(__file__), 10.0)
     assert 80_000 < max_decoded_frames(call) <= 80_000 * 1.05 + 8000
+
+
+def test_a_streamed_flac_is_decoded_no_further_than_its_routed_duration(fetcher: Fetcher, tmp_path: Path) -> None:
+    """No length in the header, so the header check cannot help: the decode itself stops at the cap."""
+    hour = hostile_audio.streamed_flac(tmp_path / "hour.flac", 3600.0)  # ~80 KB; 115 MB once decoded
+    assert sf.info(hour).frames >= 2**62 and hour.stat().st_size < max_object_bytes(routed(hour, 1.0))
+    tracemalloc.start()
+    try:
+        out = fetch(fetcher, [routed(hour, 1.0)])["hour"]
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert isinstance(out, Failed) and out.letter.reason == "corrupt_header"
+    assert "decodes to more than" in out.letter.message
+    assert peak < 8 * 2**20  # the routed second plus margin, not the hour
+
+
+def test_bounded_decode_gives_what_a_plain_read_gives(fetcher: Fetcher, tmp_path: Path) -> None:
+    path = audio.write(tmp_path / "stereo.wav", 2.0, 8000, channels=2)
+    out = fetch(fetcher, [routed(path, 2.0, channels=2)])["stereo"]
+    plain, _ = sf.read(path, dtype="float32", always_2d=True)
+    assert isinstance(out, Ready) and out.audio.samples.flags.c_contiguous
+    assert np.array_equal(out.audio.samples, plain.T) and out.audio.roles == ("speaker0", "speaker1")
