@@ -23,6 +23,7 @@ from pipeline.events import RoutedCall
 from pipeline.stages.asr import AsrInput, Fetched
 from pipeline.stages.audio_limits import decoded_mismatch, max_decoded_frames, max_object_bytes
 from pipeline.stages.outcomes import Dead, Tag
+from pipeline.stages.probe import decoder_error
 from pipeline.stages.storage import MissingObject, ObjectStore, StorageError
 from pipeline.stages.transcript_event import audio_for, roles_by_channel
 
@@ -91,7 +92,7 @@ def decode_bounded(call: RoutedCall, data: bytes) -> CallAudio:
             buf = np.empty((min(f.frames, cap) + 1, f.channels), dtype=np.float32)
             decoded = f.read(out=buf)
     except (soundfile.LibsndfileError, RuntimeError, TypeError, ValueError) as exc:
-        raise AudioDecodeError(f"cannot decode audio {call.call_id}: {exc}") from exc
+        raise AudioDecodeError(f"cannot decode audio {call.call_id} ({decoder_error(exc)})") from exc
     if len(decoded) > cap:
         raise StreamMismatch(f"stream decodes to more than {cap} frames; the routed duration allows at most that")
     if len(decoded) == 0:

@@ -162,19 +162,31 @@ def probe_full(data: bytes) -> AudioInfo:
     try:
         info = soundfile.info(io.BytesIO(data))
     except (soundfile.LibsndfileError, RuntimeError, TypeError) as exc:
-        raise ProbeError("not_audio", f"not a readable audio file: {exc}") from exc
+        raise ProbeError("not_audio", f"not a readable audio file ({decoder_error(exc)})") from exc
     frames = info.frames
     if frames <= 0 or frames >= 2**62:  # libsndfile reports "unknown" as a huge number
-        frames = _count_frames(data)
+        frames = _count_frames(data, info.format)
     return AudioInfo(info.format, info.subtype, info.samplerate, info.channels, frames)
 
 
-def _count_frames(data: bytes) -> int:
+def _count_frames(data: bytes, container: str) -> int:
     try:
         with soundfile.SoundFile(io.BytesIO(data)) as f:
             return sum(len(block) for block in f.blocks(blocksize=65536))
     except (soundfile.LibsndfileError, RuntimeError) as exc:
-        raise ProbeError("corrupt_header", f"audio stream cannot be decoded: {exc}") from exc
+        if container == "FLAC":  # libsndfile cannot read to the end of a FLAC that does not say its length
+            raise ProbeError(
+                "corrupt_header",
+                f"FLAC without a length in its header (written as a stream) cannot be decoded "
+                f"({decoder_error(exc)}); re-encode it with its length, e.g. `sox in.flac out.flac`",
+            ) from exc
+        raise ProbeError("corrupt_header", f"audio stream cannot be decoded ({decoder_error(exc)})") from exc
+
+
+def decoder_error(exc: Exception) -> str:
+    """libsndfile's own words, without soundfile's prefix that names an in-memory buffer by address."""
+    text = getattr(exc, "error_string", None) or str(exc)
+    return str(text).rstrip(".")
 
 
 def validate(info: AudioInfo, max_duration_s: float) -> AudioInfo:

@@ -60,6 +60,7 @@ def test_text_is_not_audio() -> None:
     with pytest.raises(ProbeError) as info:
         probe_full(b"hello, this is a text file, not a recording\n" * 10)
     assert info.value.reason == "not_audio"
+    assert str(info.value) == "not a readable audio file (Format not recognised)"  # no buffer address
 
 
 def test_validate_limits(tmp_path: Path) -> None:
@@ -251,3 +252,11 @@ def test_ulaw_and_pcm_block_alignments_that_match_are_accepted() -> None:
     for tag, bits, align in [(7, 8, 2), (1, 16, 4), (1, 24, 6), (3, 32, 8)]:
         head = hostile_audio.wav_header(2, 8000, align, bits, 8000, tag=tag) + bytes(8000)
         assert probe_head(head, len(head)).frames == 8000 // align
+
+
+def test_a_streamed_flac_says_how_to_make_it_readable(tmp_path: Path) -> None:
+    data = hostile_audio.streamed_flac(tmp_path / "s.flac", 3.0).read_bytes()
+    with pytest.raises(ProbeError, match=r"FLAC without a length in its header .*sox in.flac out.flac") as info:
+        probe_full(data)
+    assert info.value.reason == "corrupt_header"
+
