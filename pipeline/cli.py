@@ -150,7 +150,9 @@ def ingest(
     paths: Annotated[list[Path], typer.Argument(help="Recordings, or folders searched recursively.")],
     prefix: Annotated[str, typer.Option(help="Object key prefix in the recordings bucket.")] = "",
     agent_id: Annotated[Optional[str], typer.Option(help="Agent id stored with every recording.")] = None,
-    roles: Annotated[Optional[str], typer.Option(help="Channel roles, e.g. left=agent,right=customer.")] = None,
+    roles: Annotated[Optional[str], typer.Option(
+        help="Who speaks on each channel, as left=agent,right=customer (the default for stereo; "
+             "mono files are one 'mixed' speaker).")] = None,
     start_time: Annotated[Optional[str], typer.Option(help="Call start time (ISO 8601).")] = None,
     meta: Annotated[Optional[list[str]], typer.Option(help="Extra metadata key=value (repeatable).")] = None,
     publish_only: Annotated[bool, typer.Option(help="Objects are already stored: only publish arrivals.")] = False,
@@ -305,7 +307,9 @@ def report_cmd(
 def run_cmd(
     paths: Annotated[list[str], typer.Argument(help="Files, folders (recursive) or s3://bucket/prefix.")],
     out: Annotated[Path, typer.Option(help="Output folder.")] = Path("callqa-out"),
-    roles: Annotated[Optional[str], typer.Option(help="Channel roles, e.g. left=agent,right=customer.")] = None,
+    roles: Annotated[Optional[str], typer.Option(
+        help="Who speaks on each channel, as left=agent,right=customer (the default for stereo; "
+             "mono files are one 'mixed' speaker).")] = None,
     agent_id: Annotated[Optional[str], typer.Option(help="Agent id for every call.")] = None,
     device: Annotated[str, typer.Option(help="cpu | cuda[:N] | npu[:N] | mps | auto")] = "auto",
     max_calls: Annotated[int, typer.Option(help="Calls per batch.")] = 16,
@@ -314,10 +318,22 @@ def run_cmd(
     allow_dead_letters: Annotated[bool, typer.Option(
         help="Exit 0 even when some inputs could not be processed (listed in dead_letters.jsonl).")] = False,
 ) -> None:
-    """Embedded mode: transcribe and check recordings in this process (no broker, no object store)."""
+    """Embedded mode: transcribe and check recordings in this process (no broker, no object store).
+
+    Reads WAV (PCM 8-32 bit, float, u-law, A-law), FLAC, OGG/Vorbis/Opus, MP3, AIFF, AU and CAF;
+    folders are searched recursively. A rerun into the same --out skips calls already done.
+    Exit status: 0 when every input was processed; 3 when some could not be (each is listed
+    with its reason in dead_letters.jsonl and summary.txt); 2 for a bad path or option.
+    """
+    from pipeline.adapters.local_inputs import scan_local_inputs
     from pipeline.run.embedded import run_paths
+    from pipeline.stages.probe import MAX_CHANNELS
+    from pipeline.stages.routing import parse_roles
 
     cfg = settings()
+    parse_roles(roles, MAX_CHANNELS)  # before the model loads: bad --roles or a wrong path fails at once
+    for note in scan_local_inputs(paths).notes():
+        typer.echo(note, err=True)
     summary = run_paths(cfg, paths, out, {k: v for k, v in {"roles": roles, "agent-id": agent_id}.items() if v},
                         load_engine(cfg, device), max_calls, max_audio_s, qa)
     for line in summary.repaired:
