@@ -6,9 +6,8 @@ import tracemalloc
 from pathlib import Path
 
 import numpy as np
-import soundfile as sf
-
 import pytest
+import soundfile as sf
 
 from pipeline.adapters.fetch import Fetcher
 from pipeline.adapters.file_store import FileStore
