@@ -14,7 +14,7 @@ PY=${PYTHON:-.venv/bin/python}
     pipeline/adapters/faust_auth.py pipeline/run/router_markers.py tools/bench_markers.py \
     tests/unit/test_router_markers.py tests/unit/test_faust_security.py \
     tests/integration/test_router_handover.py tests/integration/test_faust_sasl.py \
-    pipeline/adapters/local_inputs.py tests/unit/test_local_inputs.py \
+    pipeline/adapters/local_inputs.py tests/unit/test_local_inputs.py pipeline/run/progress_bar.py \
     tests/fakes.py tests/unit/test_gather.py tests/unit/test_failure_kinds.py tests/unit/test_import_boundaries.py \
     tests/unit/test_progress.py tests/unit/test_worker_commit.py tests/unit/test_qa_outcome.py \
     tests/unit/test_storage_retry.py

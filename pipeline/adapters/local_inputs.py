@@ -12,8 +12,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline.adapters.publisher import AUDIO_SUFFIXES
 from pipeline.errors import CallQAError
+
+
+def _audio_suffixes() -> set[str]:
+    from pipeline.adapters.publisher import AUDIO_SUFFIXES  # here: that module loads the Kafka and MinIO clients
+
+    return AUDIO_SUFFIXES
 
 
 class NoInputs(CallQAError):
@@ -31,7 +36,7 @@ class InputScan:
         kinds = ", ".join(f"{ext} x{n}" for ext, n in sorted(self.ignored.items()))
         return [
             f"left out {sum(self.ignored.values())} file(s) whose extension is not a recording's ({kinds}); "
-            f"recordings are {', '.join(sorted(AUDIO_SUFFIXES))}"
+            f"recordings are {', '.join(sorted(_audio_suffixes()))}"
         ]
 
 
@@ -42,7 +47,7 @@ def scan_local_inputs(paths: list[str]) -> InputScan:
     missing = [str(p) for p in local if not p.exists()]
     if missing:
         raise NoInputs(f"no such file or folder: {', '.join(missing)}")
-    scan = InputScan()
+    scan, suffixes = InputScan(), _audio_suffixes()
     for path in local:
         if path.is_file():
             scan.recordings += 1  # a file named alone is processed whatever its name; the probe judges it
@@ -50,11 +55,11 @@ def scan_local_inputs(paths: list[str]) -> InputScan:
         for p in path.rglob("*"):
             if not p.is_file():
                 continue
-            if p.suffix.lower() in AUDIO_SUFFIXES:
+            if p.suffix.lower() in suffixes:
                 scan.recordings += 1
             elif not p.name.startswith("."):
                 scan.ignored[p.suffix.lower() or "(none)"] += 1
     if local and len(local) == len(paths) and scan.recordings == 0:
-        why = scan.notes() or [f"recordings are {', '.join(sorted(AUDIO_SUFFIXES))}"]
+        why = scan.notes() or [f"recordings are {', '.join(sorted(_audio_suffixes()))}"]
         raise NoInputs(f"no recordings in {', '.join(map(str, local))}: {'; '.join(why)}")
     return scan

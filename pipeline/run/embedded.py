@@ -28,6 +28,7 @@ from pipeline.adapters.fetch import Fetcher
 from pipeline.adapters.file_store import FileStore
 from pipeline.events import AudioArrived, DeadLetter, ObjectRef, RoutedCall, Transcript, decode, encode
 from pipeline.qa import CallQAResult, QAEngine, read_results_jsonl, write_report
+from pipeline.run.progress_bar import AudioProgress, audio_ms  # noqa: F401 - audio_ms re-exported
 from pipeline.stages.asr import AsrBatch, AsrInput, AsrStage, SpeechEngine, Transcribed
 from pipeline.stages.batching import BatchBudget, plan_batches
 from pipeline.stages.outcomes import Dead
@@ -72,11 +73,6 @@ class RunSummary:
 
 
 Progress = Callable[[Sequence[RoutedCall]], None]  # the calls just finished (transcribed or dead)
-
-
-def audio_ms(calls: Iterable[RoutedCall]) -> int:
-    """A progress bar's unit: whole milliseconds, so the finished parts add up to the total exactly."""
-    return sum(round(c.duration_s * 1000) for c in calls)
 
 
 class EmbeddedRunner:
@@ -304,25 +300,16 @@ def input_refs(paths: list[str], settings: Any) -> tuple[ObjectStore, list[Objec
 def run_paths(settings: Any, paths: list[str], out_dir: Path, metadata: dict[str, str], engine: SpeechEngine,
               max_calls: int, max_audio_s: float, with_qa: bool) -> RunSummary:
     """The ``callqa run`` job, with a progress bar of audio hours, throughput and ETA."""
-    from tqdm import tqdm
-
     store, refs = input_refs(paths, settings)
     qa = QAEngine.from_paths(list(settings.qa_rule_packs)) if with_qa else None
     opts = RunOptions(out_dir=out_dir, buckets=Buckets(settings.bucket_edges_s, settings.bucket_names),
                       budget=BatchBudget(max_calls, max_audio_s), max_duration_s=settings.max_duration_s,
                       metadata=metadata, call_ids=local_call_ids(paths))
-    bars: list[tqdm] = []
+    bars: list[AudioProgress] = []
 
     def progress(calls: list[RoutedCall]) -> Progress:
-        total_ms = audio_ms(calls)
-        # Counted in whole milliseconds (shown as seconds): float sums in another order overshot
-        # the total. The rate shown is audio seconds per wall second: the real-time factor (RTFx).
-        bar = tqdm(total=total_ms, unit="audio-s", unit_scale=1 / 1000, dynamic_ncols=True,
-                   desc=f"{len(calls)} calls, {total_ms / 3_600_000:.2f} audio-h",
-                   bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total:.0f} audio-s "
-                              "[{elapsed}<{remaining}, {rate_fmt}]")
-        bars.append(bar)
-        return lambda done: bar.update(audio_ms(done))
+        bars.append(AudioProgress(calls))
+        return bars[-1].done
 
     try:
         return EmbeddedRunner(opts, store, engine, qa).run(refs, progress)

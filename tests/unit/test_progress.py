@@ -40,3 +40,25 @@ def test_batches_in_any_order_add_up_to_the_total_exactly() -> None:
             bar.update(audio_ms(batch))
         assert bar.n == bar.total
         bar.close()
+
+
+def test_the_bar_moves_while_a_long_batch_is_in_the_engine() -> None:
+    """One batch can be minutes of engine time: the heartbeat redraws the elapsed time meanwhile."""
+    import time
+
+    from pipeline.run.progress_bar import AudioProgress
+
+    out = io.StringIO()
+    progress = AudioProgress([call(0, 700.0), call(1, 13.0)], file=out, heartbeat_s=0.05)
+    try:
+        drawn = out.getvalue().count("\r")
+        deadline = time.monotonic() + 10
+        while out.getvalue().count("\r") < drawn + 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert out.getvalue().count("\r") >= drawn + 3  # redrawn with no batch finished
+        assert "0/713 audio-s" in out.getvalue() and "calls done 0/2" in out.getvalue()
+        progress.done([call(1, 13.0)])
+        assert "calls done 1/2" in out.getvalue()
+    finally:
+        progress.close()
+    assert "713/713" not in out.getvalue() and not progress._beat.is_alive()
