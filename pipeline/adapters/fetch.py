@@ -92,7 +92,7 @@ def decode_bounded(call: RoutedCall, data: bytes) -> CallAudio:
             buf = np.empty((min(f.frames, cap) + 1, f.channels), dtype=np.float32)
             decoded = f.read(out=buf)
     except (soundfile.LibsndfileError, RuntimeError, TypeError, ValueError) as exc:
-        raise AudioDecodeError(f"cannot decode audio {call.call_id} ({decoder_error(exc)})") from exc
+        raise AudioDecodeError(f"cannot decode audio {call.call_id}: {decoder_error(exc)}") from exc
     if len(decoded) > cap:
         raise StreamMismatch(f"stream decodes to more than {cap} frames; the routed duration allows at most that")
     if len(decoded) == 0:

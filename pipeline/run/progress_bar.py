@@ -53,7 +53,7 @@ class AudioProgress:
     def _postfix(self) -> str:
         if self.calls_done == self.calls_total:
             return ""
-        return f" calls done {self.calls_done}/{self.calls_total}"
+        return f"calls done {self.calls_done}/{self.calls_total}"
 
     def _heartbeat(self, every_s: float) -> None:
         while not self._stop.wait(every_s):

@@ -162,7 +162,7 @@ def probe_full(data: bytes) -> AudioInfo:
     try:
         info = soundfile.info(io.BytesIO(data))
     except (soundfile.LibsndfileError, RuntimeError, TypeError) as exc:
-        raise ProbeError("not_audio", f"not a readable audio file ({decoder_error(exc)})") from exc
+        raise ProbeError("not_audio", f"not a readable audio file: {decoder_error(exc)}") from exc
     frames = info.frames
     if frames <= 0 or frames >= 2**62:  # libsndfile reports "unknown" as a huge number
         frames = _count_frames(data, info.format)
@@ -180,7 +180,7 @@ def _count_frames(data: bytes, container: str) -> int:
                 f"FLAC without a length in its header (written as a stream) cannot be decoded "
                 f"({decoder_error(exc)}); re-encode it with its length, e.g. `sox in.flac out.flac`",
             ) from exc
-        raise ProbeError("corrupt_header", f"audio stream cannot be decoded ({decoder_error(exc)})") from exc
+        raise ProbeError("corrupt_header", f"audio stream cannot be decoded: {decoder_error(exc)}") from exc
 
 
 def decoder_error(exc: Exception) -> str:

@@ -60,7 +60,7 @@ def test_text_is_not_audio() -> None:
     with pytest.raises(ProbeError) as info:
         probe_full(b"hello, this is a text file, not a recording\n" * 10)
     assert info.value.reason == "not_audio"
-    assert str(info.value) == "not a readable audio file (Format not recognised)"  # no buffer address
+    assert str(info.value) == "not a readable audio file: Format not recognised"  # no buffer address
 
 
 def test_validate_limits(tmp_path: Path) -> None:
