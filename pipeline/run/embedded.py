@@ -60,7 +60,8 @@ class RunSummary:
     wall_s: float = 0.0
     speech_s: float = 0.0  # voiced seconds the engine computed on
     padded_s: float = 0.0  # seconds the engine computed (windows padded to their bucket)
-    reasons: dict[str, int] = field(default_factory=dict)
+    reasons: dict[str, int] = field(default_factory=dict)  # of the inputs still not processed
+    failed_now: set[tuple[str | None, str]] = field(default_factory=set)  # (key, reason) dead in this run
     repaired: list[str] = field(default_factory=list)  # what was fixed in the outputs of a crashed run
 
     @property
@@ -168,7 +169,7 @@ class EmbeddedRunner:
         results = read_results_jsonl(line.decode() for line in _lines(out / FINDINGS))
         if self.qa is not None:
             write_report(out / "report.html", results)
-        dead = [decode(line, DeadLetter) for line in _lines(out / DEAD_LETTERS)]
+        dead = open_letters(out, summary.failed_now)
         for letter in dead:
             summary.reasons[letter.reason] = summary.reasons.get(letter.reason, 0) + 1
         (out / "summary.txt").write_text(render_summary(summary, results, dead))
@@ -194,6 +195,20 @@ def render_summary(summary: RunSummary, results: list[CallQAResult], dead: list[
     return "\n".join(lines) + "\n"
 
 
+def open_letters(out: Path, failed_now: set[tuple[str | None, str]]) -> list[DeadLetter]:
+    """The dead letters of inputs still not processed: for a file that failed in this run, the
+    letters of this run only; for the others, those of earlier runs unless the file has been
+    transcribed since (replaced by a good copy, say), so it no longer fails the exit status."""
+    done: set[str | None] = set()
+    for line in _lines(out / TRANSCRIPTS):
+        t = decode(line, Transcript)
+        done |= {t.object.key, t.call_id}  # routing letters carry the object key, ASR letters the call id
+    failing = {key for key, _ in failed_now}
+    letters = [decode(line, DeadLetter) for line in _lines(out / DEAD_LETTERS)]
+    return [d for d in letters if (d.original_key, d.reason) in failed_now
+            or (d.original_key not in done and d.original_key not in failing)]
+
+
 def _done_identities(path: Path) -> dict[str, float]:
     """Dedup keys (as the routing stage computes them) of calls already transcribed."""
     done = {}
@@ -216,6 +231,7 @@ class _DeadLetters:
         self.listed = {(d.original_key, d.reason) for d in (decode(line, DeadLetter) for line in _lines(path))}
 
     def add(self, letter: DeadLetter) -> None:
+        self.summary.failed_now.add((letter.original_key, letter.reason))
         if (letter.original_key, letter.reason) not in self.listed:
             self.listed.add((letter.original_key, letter.reason))
             _write(self.out, letter)

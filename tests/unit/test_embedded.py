@@ -166,3 +166,46 @@ def test_callqa_run_exits_non_zero_when_an_input_was_dead_lettered(tmp_path: Pat
     assert result.returncode == 3, result.stdout + result.stderr
     assert "1 input(s) not processed" in result.stderr
     assert subprocess.run([*args, "--allow-dead-letters"], cwd=root, capture_output=True, timeout=300).returncode == 0
+
+
+def _transcript_line(key: str, call_id: str) -> bytes:
+    return orjson.dumps({"schema_version": "1.1", "call_id": call_id, "object": {"bucket": "file", "key": key},
+                         "duration_s": 1.0, "channels": 1, "languages": {}, "segments": [],
+                         "model": {"name": "m", "version": "1"}, "timings": {}}) + b"\n"
+
+
+def _letter_line(key: str, reason: str) -> bytes:
+    from pipeline.events import DeadLetter, encode
+
+    return encode(DeadLetter.of(payload=b"{}", key=key.encode(), reason=reason, message="m", stage="router")) + b"\n"
+
+
+def test_a_file_transcribed_since_it_failed_is_no_longer_listed(tmp_path: Path) -> None:
+    from pipeline.run.embedded import open_letters
+
+    transcripts = _transcript_line("/in/fixed.wav", "fixed") + _transcript_line("/in/b.wav", "b")
+    (tmp_path / TRANSCRIPTS).write_bytes(transcripts)
+    (tmp_path / DEAD_LETTERS).write_bytes(
+        _letter_line("/in/fixed.wav", "truncated") + _letter_line("/in/bad.wav", "not_audio")
+        + _letter_line("b", "decode_failed") + _letter_line("/in/b.wav", "not_audio"))
+    assert [d.original_key for d in open_letters(tmp_path, failed_now=set())] == ["/in/bad.wav"]
+    # failing in this run lists a file even though an older version of it was transcribed
+    assert [d.original_key for d in open_letters(tmp_path, failed_now={("/in/b.wav", "not_audio")})] == ["/in/bad.wav", "/in/b.wav"]
+    # a file failing now for another reason is listed with this run's reason only
+    assert [d.reason for d in open_letters(tmp_path, failed_now={("/in/bad.wav", "empty_object")})] == []  # its letter here is not_audio
+
+
+def test_a_bad_file_replaced_by_a_good_one_clears_on_the_rerun(engine: Engine, tmp_path: Path) -> None:
+    calls = tmp_path / "in"
+    calls.mkdir()
+    (calls / "late.wav").write_bytes(b"RIFF\x10\x00\x00\x00WAVEnonsense")
+    out = tmp_path / "out"
+    summary, _ = run(engine, [calls / "late.wav"], out)
+    assert summary.reasons == {"corrupt_header": 1} and "late.wav: corrupt_header" in (out / "summary.txt").read_text()
+    shutil.copy(SAMPLES / "sample-02-no-notice.wav", calls / "late.wav")  # the upload is repaired
+    summary, _ = run(engine, [calls / "late.wav"], out)
+    assert summary.transcribed == 1 and summary.reasons == {}  # `callqa run` exits 0
+    assert "not processed" not in (out / "summary.txt").read_text()
+    (calls / "late.wav").write_bytes(b"")  # and broken again: listed again
+    summary, _ = run(engine, [calls / "late.wav"], out)
+    assert summary.reasons == {"empty_object": 1}
