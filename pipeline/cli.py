@@ -293,13 +293,17 @@ def qa_cmd(
 
 @app.command("report")
 def report_cmd(
-    findings: Annotated[Path, typer.Argument(help="findings.jsonl (QAResult events, one per line).")],
+    findings: Annotated[Path, typer.Argument(help="findings.jsonl (QAResult events, one per line).",
+                                             exists=True, dir_okay=False, readable=True)],
     out: Annotated[Path, typer.Option(help="HTML file to write.")] = Path("report.html"),
 ) -> None:
     """Write the self-contained HTML compliance report."""
-    from pipeline.qa import read_results_jsonl, write_report
+    from pipeline.qa import CallTextError, read_results_jsonl, write_report
 
-    results = read_results_jsonl(findings.read_text().splitlines())
+    try:
+        results = read_results_jsonl(findings.read_text().splitlines())
+    except CallTextError as exc:
+        raise CallQAError(f"{findings}: {exc} (expected the findings.jsonl of a run)") from exc
     typer.echo(f"wrote {write_report(out, results)} ({len(results)} calls)")
 
 
