@@ -176,9 +176,9 @@ def _count_frames(data: bytes, container: str) -> int:
     except (soundfile.LibsndfileError, RuntimeError) as exc:
         if container == "FLAC":  # libsndfile cannot read to the end of a FLAC that does not say its length
             raise ProbeError(
-                "corrupt_header",
-                f"FLAC without a length in its header (written as a stream) cannot be decoded "
-                f"({decoder_error(exc)}); re-encode it with its length, e.g. `sox in.flac out.flac`",
+                "unsupported_codec",
+                "FLAC without a length in its header (written as a stream) cannot be decoded here; "
+                "re-encode it with its length, e.g. `sox in.flac out.flac`",
             ) from exc
         raise ProbeError("corrupt_header", f"audio stream cannot be decoded: {decoder_error(exc)}") from exc
 
