@@ -169,13 +169,15 @@ class EmbeddedRunner:
         results = read_results_jsonl(line.decode() for line in _lines(out / FINDINGS))
         if self.qa is not None:
             write_report(out / "report.html", results)
-        dead = open_letters(out, summary.failed_now)
+        done, silent = transcribed_index(out)
+        dead = open_letters(out, summary.failed_now, done)
         for letter in dead:
             summary.reasons[letter.reason] = summary.reasons.get(letter.reason, 0) + 1
-        (out / "summary.txt").write_text(render_summary(summary, results, dead))
+        (out / "summary.txt").write_text(render_summary(summary, results, dead, silent))
 
 
-def render_summary(summary: RunSummary, results: list[CallQAResult], dead: list[DeadLetter]) -> str:
+def render_summary(summary: RunSummary, results: list[CallQAResult], dead: list[DeadLetter],
+                   silent: Sequence[str] = ()) -> str:
     lines = [
         f"calls seen: {summary.calls}  transcribed now: {summary.transcribed}  "
         f"already done: {summary.skipped_done}  failed: {len(dead)}",
@@ -184,10 +186,14 @@ def render_summary(summary: RunSummary, results: list[CallQAResult], dead: list[
     ]
     if results:
         scores = sorted(results, key=lambda r: r.score)
-        lines.append(f"QA: {len(results)} calls, mean score {sum(r.score for r in results) / len(results):.1f}")
+        shown = f" (the lowest {min(10, len(results))}; every call in report.html)" if len(results) > 10 else ""
+        lines.append(f"QA: {len(results)} calls, mean score {sum(r.score for r in results) / len(results):.1f}{shown}")
         for r in scores[:10]:
             rules = ", ".join(sorted({f.rule_id for f in r.findings})) or "clean"
             lines.append(f"  {r.score:5.1f}  {r.call_id}  {rules}")
+    if silent:  # transcribed, but the engine heard no speech: silence, tones, or a dead channel
+        lines.append(f"no speech found in {len(silent)} call(s): {', '.join(silent[:20])}"
+                     + (f" and {len(silent) - 20} more" if len(silent) > 20 else ""))
     lines += [f"repaired {line}" for line in summary.repaired]
     if dead:
         lines.append("not processed:")
@@ -195,14 +201,24 @@ def render_summary(summary: RunSummary, results: list[CallQAResult], dead: list[
     return "\n".join(lines) + "\n"
 
 
-def open_letters(out: Path, failed_now: set[tuple[str | None, str]]) -> list[DeadLetter]:
-    """The dead letters of inputs still not processed: for a file that failed in this run, the
-    letters of this run only; for the others, those of earlier runs unless the file has been
-    transcribed since (replaced by a good copy, say), so it no longer fails the exit status."""
+def transcribed_index(out: Path) -> tuple[set[str | None], list[str]]:
+    """The object keys and call ids transcribed in ``out``, and the calls in which no speech was found."""
     done: set[str | None] = set()
+    silent: list[str] = []
     for line in _lines(out / TRANSCRIPTS):
         t = decode(line, Transcript)
         done |= {t.object.key, t.call_id}  # routing letters carry the object key, ASR letters the call id
+        if not t.segments:
+            silent.append(t.call_id)
+    return done, silent
+
+
+def open_letters(out: Path, failed_now: set[tuple[str | None, str]],
+                 done: set[str | None] | None = None) -> list[DeadLetter]:
+    """The dead letters of inputs still not processed: for a file that failed in this run, the
+    letters of this run only; for the others, those of earlier runs unless the file has been
+    transcribed since (replaced by a good copy, say), so it no longer fails the exit status."""
+    done = transcribed_index(out)[0] if done is None else done
     failing = {key for key, _ in failed_now}
     letters = [decode(line, DeadLetter) for line in _lines(out / DEAD_LETTERS)]
     return [d for d in letters if (d.original_key, d.reason) in failed_now

@@ -209,3 +209,17 @@ def test_a_bad_file_replaced_by_a_good_one_clears_on_the_rerun(engine: Engine, t
     (calls / "late.wav").write_bytes(b"")  # and broken again: listed again
     summary, _ = run(engine, [calls / "late.wav"], out)
     assert summary.reasons == {"empty_object": 1}
+
+
+def test_the_summary_names_calls_without_speech_and_says_the_list_is_the_lowest_scores(tmp_path: Path) -> None:
+    from pipeline.qa import CallQAResult
+    from pipeline.run.embedded import RunSummary, render_summary, transcribed_index
+
+    (tmp_path / TRANSCRIPTS).write_bytes(_transcript_line("/in/quiet.wav", "quiet"))
+    done, silent = transcribed_index(tmp_path)
+    assert done == {"/in/quiet.wav", "quiet"} and silent == ["quiet"]
+    results = [CallQAResult(f"c{i}", None, 50.0 + i, (), (), ()) for i in range(12)]
+    text = render_summary(RunSummary(calls=12), results, [], silent)
+    assert "QA: 12 calls, mean score 55.5 (the lowest 10; every call in report.html)" in text
+    assert "no speech found in 1 call(s): quiet\n" in text
+    assert "(the lowest" not in render_summary(RunSummary(), results[:3], [])
