@@ -23,7 +23,7 @@ from pipeline.events import RoutedCall
 from pipeline.stages.asr import AsrInput, Fetched
 from pipeline.stages.audio_limits import decoded_mismatch, max_decoded_frames, max_object_bytes
 from pipeline.stages.outcomes import Dead, Tag
-from pipeline.stages.probe import decoder_error
+from pipeline.stages.probe import HEAD_BYTES, RAW_SUBTYPES, decoder_error, wav_data_offset
 from pipeline.stages.storage import MissingObject, ObjectStore, StorageError
 from pipeline.stages.transcript_event import audio_for, roles_by_channel
 
@@ -84,7 +84,7 @@ def decode_bounded(call: RoutedCall, data: bytes) -> CallAudio:
     object, whatever its header says, makes the worker allocate more than its routed call.
     """
     try:
-        with soundfile.SoundFile(io.BytesIO(data)) as f:
+        with _open(call, data) as f:
             problem = decoded_mismatch(call, f.frames, f.channels, f.samplerate)
             if problem:
                 raise StreamMismatch(problem)
@@ -99,3 +99,24 @@ def decode_bounded(call: RoutedCall, data: bytes) -> CallAudio:
         raise AudioDecodeError(f"audio {call.call_id} has no samples")
     samples = np.ascontiguousarray(decoded.T)
     return CallAudio(call.call_id, samples, int(call.sample_rate_hz), _roles_for(len(samples), roles_by_channel(call)))
+
+
+def _open(call: RoutedCall, data: bytes) -> soundfile.SoundFile:
+    """The decoder over the object. A recorder that stopped before writing its sizes leaves a
+    WAV data chunk of size 0, which libsndfile reads as no frames; the router took the length
+    from the object size (as for a streaming writer), so the samples are read as raw PCM."""
+    f = soundfile.SoundFile(io.BytesIO(data))
+    if f.frames or call.container != "WAV" or not call.frames:
+        return f
+    offset, subtype = wav_data_offset(data[:HEAD_BYTES]), RAW_SUBTYPES.get(call.codec)
+    if offset is None or subtype is None:
+        return f
+    f.close()
+    return soundfile.SoundFile(
+        io.BytesIO(data[offset:]),
+        format="RAW",
+        subtype=subtype,
+        endian="LITTLE",
+        channels=call.channels,
+        samplerate=call.sample_rate_hz,
+    )

@@ -123,6 +123,24 @@ def _probe_wav(head: bytes, size_bytes: int) -> AudioInfo:
     return AudioInfo("WAV", codec, rate, channels, declared // block_align)
 
 
+def wav_data_offset(head: bytes) -> int | None:
+    """Where a WAV's samples start (its data chunk), if within ``head``."""
+    return next((offset for chunk_id, offset, _ in _chunks(head) if chunk_id == b"data"), None)
+
+
+# libsndfile's RAW subtype for each WAV codec as the probe names it (8-bit WAV PCM is unsigned).
+RAW_SUBTYPES = {
+    "PCM_8": "PCM_U8",
+    "PCM_16": "PCM_16",
+    "PCM_24": "PCM_24",
+    "PCM_32": "PCM_32",
+    "FLOAT_32": "FLOAT",
+    "FLOAT_64": "DOUBLE",
+    "ULAW": "ULAW",
+    "ALAW": "ALAW",
+}
+
+
 def _check_plausible(container: str, channels: int, rate: int) -> None:
     if not 1 <= channels <= MAX_CHANNELS:
         raise ProbeError("corrupt_header", f"{container} header claims {channels} channels (at most {MAX_CHANNELS})")

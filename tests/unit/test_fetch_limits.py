@@ -103,3 +103,26 @@ def test_bounded_decode_gives_what_a_plain_read_gives(fetcher: Fetcher, tmp_path
     plain, _ = sf.read(path, dtype="float32", always_2d=True)
     assert isinstance(out, Ready) and out.audio.samples.flags.c_contiguous
     assert np.array_equal(out.audio.samples, plain.T) and out.audio.roles == ("speaker0", "speaker1")
+
+
+@pytest.mark.parametrize(("subtype", "codec"), [("PCM_16", "PCM_16"), ("ULAW", "ULAW"), ("PCM_U8", "PCM_8")])
+def test_a_wav_left_with_a_zero_data_size_is_decoded_whole(fetcher: Fetcher, tmp_path: Path, subtype: str,
+                                                           codec: str) -> None:
+    """A recorder that died before patching its header: the router reads the length from the size."""
+    import struct
+
+    from pipeline.stages.probe import HEAD_BYTES, probe_head
+
+    path = audio.write(tmp_path / "crashed.wav", 3.0, 8000, channels=2)
+    samples, _ = sf.read(path, dtype="float32", always_2d=True)
+    sf.write(path, samples, 8000, subtype=subtype)
+    expected, _ = sf.read(path, dtype="float32", always_2d=True)
+    data = bytearray(path.read_bytes())
+    data_at = data.index(b"data")
+    struct.pack_into("<I", data, data_at + 4, 0)
+    path.write_bytes(bytes(data))
+    assert sf.info(path).frames == 0  # what libsndfile alone makes of it
+    assert probe_head(bytes(data[:HEAD_BYTES]), len(data)).frames == 24000
+    call = routed(path, 3.0, channels=2).model_copy(update={"codec": codec})
+    out = fetch(fetcher, [call])["crashed"]
+    assert isinstance(out, Ready) and np.array_equal(out.audio.samples, expected.T)
