@@ -327,7 +327,8 @@ def run_cmd(
     Reads WAV (PCM 8-32 bit, float, u-law, A-law), FLAC, OGG/Vorbis/Opus, MP3, AIFF, AU and CAF;
     folders are searched recursively. A rerun into the same --out skips calls already done.
     Exit status: 0 when every input was processed; 3 when some could not be (each is listed
-    with its reason in dead_letters.jsonl and summary.txt); 2 for a bad path or option.
+    with its reason in dead_letters.jsonl and summary.txt); 2 for a bad path or option;
+    130 when interrupted (Ctrl-C; rerun the same command to resume).
     """
     from pipeline.adapters.local_inputs import scan_local_inputs
     from pipeline.run.embedded import run_paths
@@ -338,8 +339,12 @@ def run_cmd(
     parse_roles(roles, MAX_CHANNELS)  # before the model loads: bad --roles or a wrong path fails at once
     for note in scan_local_inputs(paths).notes():
         typer.echo(note, err=True)
-    summary = run_paths(cfg, paths, out, {k: v for k, v in {"roles": roles, "agent-id": agent_id}.items() if v},
-                        load_engine(cfg, device), max_calls, max_audio_s, qa)
+    try:
+        summary = run_paths(cfg, paths, out, {k: v for k, v in {"roles": roles, "agent-id": agent_id}.items() if v},
+                            load_engine(cfg, device), max_calls, max_audio_s, qa)
+    except KeyboardInterrupt:  # every finished call is already on disk (one synced line each)
+        typer.echo(f"\ninterrupted: the calls finished so far are in {out}/; the same command resumes", err=True)
+        raise typer.Exit(130) from None
     for line in summary.repaired:
         typer.echo(f"repaired {line}", err=True)
     typer.echo((out / "summary.txt").read_text())

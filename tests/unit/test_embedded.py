@@ -223,3 +223,36 @@ def test_the_summary_names_calls_without_speech_and_says_the_list_is_the_lowest_
     assert "QA: 12 calls, mean score 55.5 (the lowest 10; every call in report.html)" in text
     assert "no speech found in 1 call(s): quiet\n" in text
     assert "(the lowest" not in render_summary(RunSummary(), results[:3], [])
+
+
+@pytest.mark.model  # the CLI loads the engine in its own process
+def test_ctrl_c_stops_callqa_run_with_a_line_saying_how_to_resume(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    calls = tmp_path / "in"
+    shutil.copytree(SAMPLES, calls)
+    args = [sys.executable, "-m", "pipeline.cli", "run", str(calls), "--out", str(tmp_path / "out"),
+            "--device", "cpu", "--max-calls", "1"]
+    proc = subprocess.Popen(args, cwd=Path(__file__).resolve().parents[2], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    err = bytearray()
+
+    def read_stderr() -> None:  # the bar redraws with \r, never a newline: read what comes
+        while chunk := proc.stderr.read1(4096):
+            err.extend(chunk)
+
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 240
+    while b"audio-h" not in err and time.monotonic() < deadline:  # the model is loaded, calls are running
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=120) == 130
+    reader.join(timeout=10)
+    text = err.decode()
+    assert "interrupted: the calls finished so far are in" in text and "Traceback" not in text
+    assert all(orjson.loads(line) for line in (tmp_path / "out" / TRANSCRIPTS).read_bytes().splitlines())
