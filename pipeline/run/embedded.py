@@ -26,6 +26,7 @@ from typing import IO, Any
 
 from pipeline.adapters.fetch import Fetcher
 from pipeline.adapters.file_store import FileStore
+from pipeline.errors import DecodeError
 from pipeline.events import AudioArrived, DeadLetter, ObjectRef, RoutedCall, Transcript, decode, encode
 from pipeline.qa import CallQAResult, QAEngine, read_results_jsonl, write_report
 from pipeline.run.progress_bar import AudioProgress, audio_ms  # noqa: F401 - audio_ms re-exported
@@ -197,8 +198,20 @@ def render_summary(summary: RunSummary, results: list[CallQAResult], dead: list[
     lines += [f"repaired {line}" for line in summary.repaired]
     if dead:
         lines.append("not processed:")
-        lines += [f"  {d.original_key}: {d.reason} ({d.message})" for d in dead]
+        lines += [f"  {letter_file(d)}: {d.reason} ({d.message})" for d in dead]
     return "\n".join(lines) + "\n"
+
+
+def letter_file(letter: DeadLetter) -> str | None:
+    """The file a dead letter is about. Routing letters are keyed by it; the ASR and QA stages key
+    theirs by call id (as on their topics), so the file comes from the event they carry."""
+    kind = {"asr": RoutedCall, "qa": Transcript}.get(letter.stage)
+    if kind is not None:
+        try:
+            return decode(letter.original_payload, kind).object.key
+        except DecodeError:
+            pass
+    return letter.original_key
 
 
 def transcribed_index(out: Path) -> tuple[set[str | None], list[str]]:

@@ -256,3 +256,17 @@ def test_ctrl_c_stops_callqa_run_with_a_line_saying_how_to_resume(tmp_path: Path
     text = err.decode()
     assert "interrupted: the calls finished so far are in" in text and "Traceback" not in text
     assert all(orjson.loads(line) for line in (tmp_path / "out" / TRANSCRIPTS).read_bytes().splitlines())
+
+
+def test_the_summary_names_the_file_of_a_call_that_failed_after_routing(tmp_path: Path) -> None:
+    from pipeline.events import DeadLetter, ObjectRef, RoutedCall, encode
+    from pipeline.run.embedded import RunSummary, letter_file, render_summary
+
+    call = RoutedCall(call_id="crashed", object=ObjectRef(bucket="file", key="/in/day 1/crashed.wav"), bucket="short",
+                      duration_s=3.0, sample_rate_hz=8000, channels=1, frames=24000, container="WAV", codec="ULAW",
+                      roles={"0": "mixed"})
+    asr = DeadLetter.of(payload=encode(call), key=b"crashed", reason="decode_failed", message="m", stage="asr")
+    router = DeadLetter.of(payload=b"{}", key=b"/in/x.wav", reason="not_audio", message="m", stage="router")
+    broken = DeadLetter.of(payload=b"nonsense", key=b"c9", reason="malformed_event", message="m", stage="asr")
+    assert [letter_file(d) for d in (asr, router, broken)] == ["/in/day 1/crashed.wav", "/in/x.wav", "c9"]
+    assert "  /in/day 1/crashed.wav: decode_failed (m)" in render_summary(RunSummary(), [], [asr])
