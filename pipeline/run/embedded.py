@@ -171,7 +171,7 @@ class EmbeddedRunner:
         if self.qa is not None:
             write_report(out / "report.html", results)
         done, silent = transcribed_index(out)
-        dead = open_letters(out, summary.failed_now, done)
+        dead = open_letters(out, summary.failed_now, done, {r.call_id for r in results})
         for letter in dead:
             summary.reasons[letter.reason] = summary.reasons.get(letter.reason, 0) + 1
         (out / "summary.txt").write_text(render_summary(summary, results, dead, silent))
@@ -226,16 +226,18 @@ def transcribed_index(out: Path) -> tuple[set[str | None], list[str]]:
     return done, silent
 
 
-def open_letters(out: Path, failed_now: set[tuple[str | None, str]],
-                 done: set[str | None] | None = None) -> list[DeadLetter]:
+def open_letters(out: Path, failed_now: set[tuple[str | None, str]], done: set[str | None] | None = None,
+                 evaluated: set[str] | None = None) -> list[DeadLetter]:
     """The dead letters of inputs still not processed: for a file that failed in this run, the
     letters of this run only; for the others, those of earlier runs unless the file has been
-    transcribed since (replaced by a good copy, say), so it no longer fails the exit status."""
+    processed since (replaced by a good copy, say: transcribed, and for a QA failure evaluated),
+    so it no longer fails the exit status."""
     done = transcribed_index(out)[0] if done is None else done
+    evaluated = evaluated or set()
     failing = {key for key, _ in failed_now}
     letters = [decode(line, DeadLetter) for line in _lines(out / DEAD_LETTERS)]
     return [d for d in letters if (d.original_key, d.reason) in failed_now
-            or (d.original_key not in done and d.original_key not in failing)]
+            or (d.original_key not in (evaluated if d.stage == "qa" else done) and d.original_key not in failing)]
 
 
 def _done_identities(path: Path) -> dict[str, float]:

@@ -101,11 +101,13 @@ def test_an_engine_or_qa_failure_costs_only_that_call(engine: Engine, tmp_path: 
     assert {t["call_id"] for t in lines(out / TRANSCRIPTS)} == {"sample-01-clean", "sample-03-mis-selling"}
     assert [f["call_id"] for f in lines(out / FINDINGS)] == ["sample-01-clean"]
     assert (summary.transcribed, summary.dead) == (2, 2)
-    assert "sample-02-no-notice: asr_failed" in (out / "summary.txt").read_text()
+    assert f"{calls / 'sample-02-no-notice.wav'}: asr_failed" in (out / "summary.txt").read_text()
 
     summary, _ = run(engine, inputs, out)  # a rerun retries the failed call and lists it once
     assert (summary.skipped_done, summary.transcribed) == (2, 0)
     assert len(lines(out / DEAD_LETTERS)) == 2
+    # the QA failure is still open (its call is transcribed, but has no findings): both still fail the run
+    assert summary.reasons == {"asr_failed": 1, "malformed_transcript": 1}
 
 
 def test_same_named_files_in_two_folders_are_two_calls(engine: Engine, tmp_path: Path) -> None:
@@ -174,10 +176,10 @@ def _transcript_line(key: str, call_id: str) -> bytes:
                          "model": {"name": "m", "version": "1"}, "timings": {}}) + b"\n"
 
 
-def _letter_line(key: str, reason: str) -> bytes:
+def _letter_line(key: str, reason: str, stage: str = "router") -> bytes:
     from pipeline.events import DeadLetter, encode
 
-    return encode(DeadLetter.of(payload=b"{}", key=key.encode(), reason=reason, message="m", stage="router")) + b"\n"
+    return encode(DeadLetter.of(payload=b"{}", key=key.encode(), reason=reason, message="m", stage=stage)) + b"\n"
 
 
 def test_a_file_transcribed_since_it_failed_is_no_longer_listed(tmp_path: Path) -> None:
@@ -192,7 +194,12 @@ def test_a_file_transcribed_since_it_failed_is_no_longer_listed(tmp_path: Path) 
     # failing in this run lists a file even though an older version of it was transcribed
     assert [d.original_key for d in open_letters(tmp_path, failed_now={("/in/b.wav", "not_audio")})] == ["/in/bad.wav", "/in/b.wav"]
     # a file failing now for another reason is listed with this run's reason only
-    assert [d.reason for d in open_letters(tmp_path, failed_now={("/in/bad.wav", "empty_object")})] == []  # its letter here is not_audio
+    assert [d.reason for d in open_letters(tmp_path, failed_now={("/in/bad.wav", "empty_object")})] == []
+    # a QA failure stays open while its call (transcribed by design) has no findings
+    with open(tmp_path / DEAD_LETTERS, "ab") as f:
+        f.write(_letter_line("fixed", "malformed_transcript", stage="qa"))
+    assert [d.reason for d in open_letters(tmp_path, set())] == ["not_audio", "malformed_transcript"]
+    assert [d.reason for d in open_letters(tmp_path, set(), evaluated={"fixed"})] == ["not_audio"]  # its letter here is not_audio
 
 
 def test_a_bad_file_replaced_by_a_good_one_clears_on_the_rerun(engine: Engine, tmp_path: Path) -> None:
