@@ -107,8 +107,11 @@ def test_router_and_qa_stage_work_over_sasl(sasl_settings: Settings, tmp_path: P
     assert [c.call_id for c in routed] == ["sasl-call"], logs
     assert [r.call_id for r in results] == ["sasl-1"], logs
     for name in ("router", "qa"):
-        ignored = [json.loads(line) for line in (tmp_path / f"{name}.log").read_text().splitlines()
-                   if '"kafka_config_ignored"' in line]
+        ignored = [
+            json.loads(line)
+            for line in (tmp_path / f"{name}.log").read_text().splitlines()
+            if '"kafka_config_ignored"' in line
+        ]
         assert [entry["keys"] for entry in ignored] == [sorted(tuning)], (name, logs)
 
 

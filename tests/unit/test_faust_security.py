@@ -90,7 +90,10 @@ TUNING = {
 @pytest.mark.parametrize(
     ("config", "message"),
     [
-        ({"sasl.oauthbearer.config": "x", "security.protocol": "SASL_SSL"}, "cannot apply: ['sasl.oauthbearer.config']"),
+        (
+            {"sasl.oauthbearer.config": "x", "security.protocol": "SASL_SSL"},
+            "cannot apply: ['sasl.oauthbearer.config']",
+        ),
         ({**SCRAM, "sasl.kerberos.service.name": "kafka", "linger.ms": "5"}, "['sasl.kerberos.service.name'];"),
         ({"security.protocol": "SSL", "ssl.keystore.location": "/k.p12"}, "['ssl.keystore.location']"),
         ({"security.protocol": "SSL", "ssl.crl.location": "/crl.pem"}, "['ssl.crl.location']"),
