@@ -7,15 +7,22 @@ from pathlib import Path
 import faust
 from faust.transport.consumer import TopicPartitionGroup
 
-from pipeline.adapters.faust_auth import faust_security
+from pipeline.adapters.faust_auth import faust_ignored_keys, faust_security
 from pipeline.catalog import load_catalog
 from pipeline.config import Settings
+from pipeline.logs import get_logger
 from pipeline.ops.health import StageHealth
 from pipeline.stages.sizes import MessageLimits
+
+log = get_logger("callqa.faust")
 
 
 def create_faust_app(settings: Settings, app_id: str, topic_partitions: int | None = None) -> faust.App:
     security = faust_security(settings.kafka_config)  # CALLQA_KAFKA_CONFIG, as the confluent clients take it
+    ignored = faust_ignored_keys(settings.kafka_config)
+    if ignored:  # tuning for the confluent clients (workers, tools); said once, at start
+        log.warning("kafka_config_ignored", app_id=app_id, keys=ignored,
+                    why="not security settings; they apply to the confluent-kafka clients only")
     datadir = Path(settings.state_dir).resolve() / "faust" / app_id
     datadir.mkdir(parents=True, exist_ok=True)
     limits = MessageLimits.from_catalog(load_catalog(settings.bucket_names))

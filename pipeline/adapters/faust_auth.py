@@ -1,11 +1,15 @@
 """The Faust stages' Kafka security, from the same librdkafka settings as every confluent client.
 
-``CALLQA_KAFKA_CONFIG`` holds librdkafka properties (``security.protocol``, ``sasl.*``, ``ssl.*``).
-The confluent clients take them as they are; Faust (aiokafka underneath) needs them as
-``broker_credentials``. :func:`faust_security` is the one mapping between the two. A key it
-cannot carry over is refused at start with its name: a router or QA stage that silently
-connected without the settings the rest of the pipeline uses would fail later, or worse,
-talk to the broker in clear text.
+``CALLQA_KAFKA_CONFIG`` holds librdkafka properties, shared by every stage. The confluent
+clients take them as they are; Faust (aiokafka underneath) needs the security part of them as
+``broker_credentials``. :func:`faust_security` is the one mapping between the two.
+
+The keys fall in two kinds. Security keys (``security.protocol``, ``sasl.*``, ``ssl.*``,
+``https.*``, ``enable.ssl.certificate.verification``, …) decide how the stages authenticate and
+encrypt: one the mapping cannot honour exactly is refused at start with its name, because a
+router or QA stage that connected with weaker security than asked would, at best, fail later and,
+at worst, talk to the broker in clear text. Every other key (tuning, client ids, timeouts) is for
+the confluent clients only: :func:`faust_ignored_keys` names them so the stage can say so once.
 """
 
 from __future__ import annotations
@@ -34,17 +38,34 @@ SSL_KEYS = frozenset(
     }
 )
 SUPPORTED_KEYS = frozenset({"security.protocol"}) | SASL_KEYS | SSL_KEYS
+# What makes a librdkafka key one about authentication or encryption: its family (security.*,
+# sasl.*, ssl.*, the ssl_* values set from code, https.* for the OIDC token endpoint's TLS) or one
+# of the two outside them. Matched case-blind, so a key in the wrong case is refused, not ignored.
+SECURITY_PREFIXES = ("security.", "sasl.", "ssl.", "ssl_", "https.")
+SECURITY_KEYS = frozenset({"enable.ssl.certificate.verification", "enable.sasl.oauthbearer.unsecure.jwt"})
+
+
+def is_security_key(key: str) -> bool:
+    name = key.strip().lower()
+    return name in SECURITY_KEYS or name.startswith(SECURITY_PREFIXES)
+
+
+def faust_ignored_keys(kafka_config: Mapping[str, object]) -> list[str]:
+    """The keys the Faust stages leave to the confluent clients: every one that is not about security."""
+    return sorted(k for k in kafka_config if not is_security_key(k))
 
 
 def faust_security(kafka_config: Mapping[str, str]) -> dict[str, Any]:
     """``faust.App`` settings for these librdkafka properties: ``{}`` for plain text, else
-    ``broker_credentials``. Raises ConfigError for keys it cannot apply or settings that disagree."""
-    config = {k: str(v) for k, v in kafka_config.items()}
+    ``broker_credentials``. Keys that are not about security are left out (see
+    :func:`faust_ignored_keys`). Raises ConfigError for a security key it cannot honour exactly
+    or settings that disagree."""
+    config = {str(k): str(v) for k, v in kafka_config.items() if is_security_key(str(k))}
     unknown = sorted(set(config) - SUPPORTED_KEYS)
     if unknown:
         raise ConfigError(
-            f"CALLQA_KAFKA_CONFIG keys the Faust stages (router, QA) cannot apply: {unknown}; "
-            f"they take {sorted(SUPPORTED_KEYS)}"
+            f"CALLQA_KAFKA_CONFIG security keys the Faust stages (router, QA) cannot apply: {unknown}; "
+            f"of the security settings they take only {sorted(SUPPORTED_KEYS)}"
         )
     protocol = config.get("security.protocol", "PLAINTEXT").upper()
     if protocol not in PROTOCOLS:

@@ -58,13 +58,14 @@ PROBE_S = Histogram("callqa_router_probe_seconds", "Probe latency",
 
 def create_app(settings: Settings, app_id: str = "callqa-router", health: StageHealth | None = None) -> faust.App:
     """Build the Faust app; ``app.main()`` or ``app.worker`` runs it."""
+    # First, so that security settings the stage cannot honour stop it before any client connects.
+    app = create_faust_app(settings, app_id)
     arrivals_name = settings.arrivals
     bucket_names = {b: settings.topic(f"audio.bucket.{b}") for b in settings.bucket_names}
     seen_topic = settings.topic("router.seen")
     # Read once at start: partitions added later are used after a restart.
     partition_counts = topic_partitions(settings, [*bucket_names.values(), arrivals_name, seen_topic])
     check_co_partitioned(partition_counts, arrivals_name, seen_topic)
-    app = create_faust_app(settings, app_id)
     arrivals = app.topic(arrivals_name, key_type=bytes, value_type=bytes,
                          key_serializer="raw", value_serializer="raw")
     bucket_topics = {

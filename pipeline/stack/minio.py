@@ -9,12 +9,12 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
+import urllib3
 from minio import Minio
+from minio.error import MinioException
 from minio.notificationconfig import NotificationConfig, QueueConfig
 from minio.versioningconfig import ENABLED, VersioningConfig
 
@@ -45,12 +45,20 @@ def ensure_binary(cache_dir: Path) -> Path:
     return binary
 
 
-def _ready(port: int) -> bool:
+def _s3_answers(port: int, access_key: str, secret_key: str) -> bool:
+    """An S3 call of the root user succeeds: the readiness that counts here. MinIO's own
+    /minio/health/ready says 200 before its object layer exists (S3 calls then fail with "server
+    not initialized"); held by sync boot, an S3 call is answered only once the Kafka target is
+    registered and the buckets' notification rules are loaded."""
+    http = urllib3.PoolManager(timeout=urllib3.Timeout(connect=2, read=30), retries=urllib3.Retry(total=0))
+    client = Minio(f"127.0.0.1:{port}", access_key, secret_key, secure=False, region="us-east-1", http_client=http)
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/minio/health/ready", timeout=1) as resp:
-            return bool(resp.status == 200)
-    except (urllib.error.URLError, OSError):
-        return False
+        client.list_buckets()
+        return True
+    except (MinioException, urllib3.exceptions.HTTPError, OSError):
+        return False  # not listening yet, or "server not initialized" before the S3 hold begins
+    finally:
+        http.clear()
 
 
 def start(
@@ -67,6 +75,11 @@ def start(
         f"MINIO_NOTIFY_KAFKA_TOPIC_{TARGET_ID}": arrivals_topic,
         # Buffer events on disk while Kafka is unreachable instead of dropping them.
         f"MINIO_NOTIFY_KAFKA_QUEUE_DIR_{TARGET_ID}": str(home / "notify-queue"),
+        # MinIO answers /minio/health/ready, and S3 calls, before a background task has registered
+        # the Kafka target and loaded each bucket's notification rules: a notification set then is
+        # refused (ARN not found), and an object put then publishes no event. Sync boot holds S3
+        # calls until that task is done.
+        "MINIO_SYNC_BOOT": "on",
     }
     (home / "notify-queue").mkdir(parents=True, exist_ok=True)
     log = home / "server.log"
@@ -76,7 +89,8 @@ def start(
         log, env,
     )
     on_started(pid)  # recorded before the wait: a server that never gets ready can still be stopped
-    wait_until(lambda: _ready(port), "MinIO", timeout_s=60, pid=pid, log=log)
+    wait_until(lambda: _s3_answers(port, access_key, secret_key), "MinIO (S3 API, Kafka notification target)",
+               timeout_s=60, pid=pid, log=log)
     return pid
 
 

@@ -60,7 +60,9 @@ def test_the_sasl_listener_takes_only_the_scram_user(sasl_settings: Settings) ->
 
 def test_router_and_qa_stage_work_over_sasl(sasl_settings: Settings, tmp_path: Path) -> None:
     settings = sasl_settings
-    config = json.dumps(USER.client_config())
+    # one CALLQA_KAFKA_CONFIG for every stage: the workers' tuning beside the credentials
+    tuning = {"linger.ms": "5", "fetch.max.bytes": "52428800", "socket.keepalive.enable": "true", "client.id": "cq"}
+    config = json.dumps({**USER.client_config(), **tuning})
     data = audio.write(tmp_path / "s.wav", 3.0, 8000).read_bytes()
     storage_client(settings).put_object(settings.recordings_bucket, "sasl-call.wav", io.BytesIO(data), len(data))
     t = Transcript(
@@ -104,11 +106,18 @@ def test_router_and_qa_stage_work_over_sasl(sasl_settings: Settings, tmp_path: P
     logs = "\n".join((tmp_path / f"{n}.log").read_text()[-3000:] for n in ("router", "qa"))
     assert [c.call_id for c in routed] == ["sasl-call"], logs
     assert [r.call_id for r in results] == ["sasl-1"], logs
+    for name in ("router", "qa"):
+        ignored = [
+            json.loads(line)
+            for line in (tmp_path / f"{name}.log").read_text().splitlines()
+            if '"kafka_config_ignored"' in line
+        ]
+        assert [entry["keys"] for entry in ignored] == [sorted(tuning)], (name, logs)
 
 
-def test_a_setting_the_faust_stages_cannot_apply_stops_them_at_start(sasl_settings: Settings) -> None:
-    config = json.dumps({**USER.client_config(), "sasl.kerberos.service.name": "kafka"})
+def test_a_security_setting_the_faust_stages_cannot_honour_stops_them_at_start(sasl_settings: Settings) -> None:
+    config = json.dumps({**USER.client_config(), "sasl.mechanism": "GSSAPI", "linger.ms": "5"})
     for command in ("router", "qa"):
         result = callqa(sasl_settings, command, kafka_config=config)
         assert result.returncode == 2, (command, result.stdout[-2000:], result.stderr[-2000:])
-        assert "cannot apply: ['sasl.kerberos.service.name']" in result.stderr
+        assert "SASL mechanism GSSAPI is not supported by the Faust stages" in result.stderr

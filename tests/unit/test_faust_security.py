@@ -8,8 +8,9 @@ from pathlib import Path
 import certifi
 import faust
 import pytest
+from structlog.testing import capture_logs
 
-from pipeline.adapters.faust_auth import faust_security
+from pipeline.adapters.faust_auth import faust_ignored_keys, faust_security, is_security_key
 from pipeline.config import Settings
 from pipeline.errors import ConfigError
 
@@ -71,11 +72,35 @@ def test_ssl_only_and_hostname_checks_off_when_asked() -> None:
     assert unverified["broker_credentials"].context.verify_mode == ssl.CERT_NONE
 
 
+SCRAM = {
+    "security.protocol": "SASL_PLAINTEXT",
+    "sasl.mechanism": "SCRAM-SHA-256",
+    "sasl.username": "u",
+    "sasl.password": "p",
+}
+TUNING = {
+    "linger.ms": "5",
+    "fetch.max.bytes": "104857600",
+    "socket.keepalive.enable": "true",
+    "client.id": "callqa-asr",
+    "session.timeout.ms": "30000",
+}
+
+
 @pytest.mark.parametrize(
     ("config", "message"),
     [
-        ({"linger.ms": "5"}, "cannot apply: ['linger.ms']"),
-        ({"sasl.oauthbearer.config": "x", "security.protocol": "SASL_SSL"}, "sasl.oauthbearer.config"),
+        (
+            {"sasl.oauthbearer.config": "x", "security.protocol": "SASL_SSL"},
+            "cannot apply: ['sasl.oauthbearer.config']",
+        ),
+        ({**SCRAM, "sasl.kerberos.service.name": "kafka", "linger.ms": "5"}, "['sasl.kerberos.service.name'];"),
+        ({"security.protocol": "SSL", "ssl.keystore.location": "/k.p12"}, "['ssl.keystore.location']"),
+        ({"security.protocol": "SSL", "ssl.crl.location": "/crl.pem"}, "['ssl.crl.location']"),
+        ({"security.protocol": "SSL", "ssl.cipher.suites": "AES256"}, "['ssl.cipher.suites']"),
+        ({**SCRAM, "https.ca.location": "/ca.pem"}, "['https.ca.location']"),
+        ({**SCRAM, "enable.sasl.oauthbearer.unsecure.jwt": "true"}, "['enable.sasl.oauthbearer.unsecure.jwt']"),
+        ({"Security.Protocol": "SSL"}, "['Security.Protocol']"),  # never mistaken for a tuning key
         ({"security.protocol": "TLS"}, "security.protocol 'TLS'"),
         (
             {"security.protocol": "SASL_PLAINTEXT", "sasl.username": "u", "sasl.password": "p"},
@@ -132,5 +157,57 @@ def test_the_faust_app_is_built_with_the_mapped_credentials(tmp_path: Path) -> N
     app = create_faust_app(cfg, "auth-test")
     creds = app.conf.broker_credentials
     assert isinstance(creds, faust.SASLCredentials) and creds.mechanism.value == "SCRAM-SHA-256"
-    with pytest.raises(ConfigError, match="linger.ms"):
-        create_faust_app(Settings(state_dir=tmp_path, kafka_config={"linger.ms": "5"}), "auth-test-2")
+
+
+def test_keys_that_are_not_about_security_are_left_to_the_confluent_clients() -> None:
+    plain = faust_security({**SCRAM, **TUNING})["broker_credentials"]
+    assert isinstance(plain, faust.SASLCredentials)
+    assert (plain.mechanism.value, plain.username) == ("SCRAM-SHA-256", "u")
+    assert faust_security(TUNING) == {}
+    assert faust_ignored_keys({**SCRAM, **TUNING}) == sorted(TUNING)
+    assert faust_ignored_keys(SCRAM) == []
+    # the ignored ones still need a security protocol for the SASL keys beside them
+    with pytest.raises(ConfigError, match="security.protocol is PLAINTEXT"):
+        faust_security({**TUNING, "sasl.username": "u", "sasl.password": "p"})
+
+
+@pytest.mark.parametrize(
+    ("key", "security"),
+    [
+        ("security.protocol", True),
+        ("sasl.kerberos.keytab", True),
+        ("ssl.providers", True),
+        ("ssl_key", True),
+        ("https.ca.pem", True),
+        ("enable.ssl.certificate.verification", True),
+        ("enable.sasl.oauthbearer.unsecure.jwt", True),
+        ("SSL.CA.LOCATION", True),
+        ("linger.ms", False),
+        ("client.id", False),
+        ("socket.keepalive.enable", False),
+        ("enable.idempotence", False),
+        ("statistics.interval.ms", False),
+    ],
+)
+def test_security_keys_are_told_from_tuning_keys(key: str, security: bool) -> None:
+    assert is_security_key(key) is security
+
+
+def test_the_faust_app_warns_once_about_the_keys_it_leaves_out(tmp_path: Path) -> None:
+    from pipeline.adapters.faust_app import create_faust_app
+
+    with capture_logs() as logs:
+        app = create_faust_app(Settings(state_dir=tmp_path, kafka_config={**SCRAM, **TUNING}), "auth-test-2")
+        create_faust_app(Settings(state_dir=tmp_path, kafka_config=SCRAM), "auth-test-3")
+    assert app.conf.broker_credentials.mechanism.value == "SCRAM-SHA-256"
+    warnings = [e for e in logs if e["event"] == "kafka_config_ignored"]
+    assert len(warnings) == 1, logs
+    assert (warnings[0]["log_level"], warnings[0]["app_id"], warnings[0]["keys"]) == (
+        "warning",
+        "auth-test-2",
+        sorted(TUNING),
+    )
+    with pytest.raises(ConfigError, match="sasl.kerberos.service.name"):
+        create_faust_app(
+            Settings(state_dir=tmp_path, kafka_config={**SCRAM, "sasl.kerberos.service.name": "kafka"}), "auth-test-4"
+        )
