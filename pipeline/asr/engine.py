@@ -76,6 +76,12 @@ class EngineOptions:
         kernels are chosen by row count, so a window's text would depend on its batch-mates), bf16
         on accelerators that support it, else fp16.
     quantize: int8 dynamic quantisation of the linear layers (CPU; off by default, see README).
+    encoder_dtype: the encoder's; "auto" is bf16 on CPUs that compute it natively (AMX: about 2.5x
+        faster), else the model's dtype. On CPU each window is encoded alone, so its features
+        never depend on its batch-mates whatever the kernels.
+    cross_kv_dtype: the decoder's cross-attention cache; "auto" is bf16 on CPUs that compute it
+        natively (the step reads the whole cache, so half the bytes is most of its cost), else
+        the model's dtype.
     initial_prompt: text the decoder sees as the previous window's (hotwords: product names,
         disclosure wording); it biases spelling and vocabulary. Cut to its last tokens so the
         prompt, the task tokens and ``max_new_tokens`` fit the text context.
@@ -87,6 +93,8 @@ class EngineOptions:
     device: str = "auto"
     dtype: DtypeName = "auto"
     quantize: Quantize = "none"
+    encoder_dtype: DtypeName = "auto"
+    cross_kv_dtype: DtypeName = "auto"
     threads: int | None = None
     language: str | None = None
     candidate_languages: tuple[str, ...] = ("zh", "en")
@@ -155,7 +163,8 @@ class Engine:
             prompt_tokens=prompt))
         shapes = [BucketShape(b, self.budget.items_for(b)) for b in self.buckets_s]
         max_tokens = 1 + (len(prompt) + 1 if prompt else 0) + PROMPT_TOKENS + opts.max_new_tokens
-        self.pool = MemoryPool(model.dims, shapes, max_tokens, device.torch_device, model.dtype)
+        self.pool = MemoryPool(model.dims, shapes, max_tokens, device.torch_device, model.dtype,
+                               device.cross_kv_dtype(model.dtype, opts.cross_kv_dtype))
         self.stats = EngineStats()
         self.last_batch_stats: list[BatchStats] = []
 
@@ -177,6 +186,8 @@ class Engine:
             if dtype != torch.float32:
                 raise AsrError("int8 quantisation needs dtype='float32'")
             model = model.quantized()
+        else:
+            model.encoder.to(device.encoder_dtype(dtype, opts.encoder_dtype))
         tokenizer = WhisperTokenizer(files.tokenizer_json, files.config_json)
         return cls(opts, model, tokenizer, device, entry.name, f"{entry.version}@{files.sha256[:12]}")
 
@@ -290,8 +301,10 @@ class Engine:
         for row, item in enumerate(items):
             for p in item.packed.pieces:
                 audio[row, p.dst_start : p.dst_end] = torch.from_numpy(item.stream[p.src_start : p.src_end])
-        mel = self.mel(audio, self.pool.shapes[bucket_s].mel_frames).to(self.model.dtype)
-        return self.model.encoder(mel)
+        mel = self.mel(audio, self.pool.shapes[bucket_s].mel_frames).to(self.model.encoder_dtype)
+        if self.device.kind == "cpu":  # one window per call: no slower on CPU, and batch-invariant in bf16
+            return torch.cat([self.model.encoder(mel[i : i + 1]) for i in range(len(items))]).to(self.model.dtype)
+        return self.model.encoder(mel).to(self.model.dtype)
 
     def _text(self, tokens: list[int], language: str) -> str:
         text = self.tokenizer.decode(tokens)

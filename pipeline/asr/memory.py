@@ -43,7 +43,13 @@ class MemoryPool:
     """Arenas for audio, self-attention and cross-attention caches on one device."""
 
     def __init__(
-        self, dims: WhisperDims, shapes: list[BucketShape], max_tokens: int, device: torch.device, dtype: torch.dtype
+        self,
+        dims: WhisperDims,
+        shapes: list[BucketShape],
+        max_tokens: int,
+        device: torch.device,
+        dtype: torch.dtype,
+        cross_dtype: torch.dtype | None = None,
     ) -> None:
         self.dims, self.max_tokens = dims, max_tokens
         self.shapes = {s.bucket_s: s for s in shapes}
@@ -52,7 +58,7 @@ class MemoryPool:
         self._audio = torch.zeros(max(s.items * s.samples for s in shapes), device=device)
         self._self = torch.zeros(max(s.items for s in shapes) * per_row_self, device=device, dtype=dtype)
         self._cross = torch.zeros(
-            max(s.items * s.audio_ctx for s in shapes) * per_pos_cross, device=device, dtype=dtype
+            max(s.items * s.audio_ctx for s in shapes) * per_pos_cross, device=device, dtype=cross_dtype or dtype
         )
 
     @property

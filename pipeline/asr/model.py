@@ -111,7 +111,8 @@ class MultiHeadAttention(nn.Module):
     def forward_cross(self, x: Tensor, kv: Tensor, mask: Tensor | None = None) -> Tensor:
         """Cross-attention of x (B, L, D) over cached encoder keys/values kv (2, B, H, T, Dh);
         mask (B, 1, 1, T) hides positions past a row's own encoder length."""
-        y = F.scaled_dot_product_attention(self._heads(self.q(x)), kv[0], kv[1], attn_mask=mask)
+        q = self._heads(self.q(x)).to(kv.dtype)  # the cache may be narrower than the model (bf16 on CPU)
+        y = F.scaled_dot_product_attention(q, kv[0], kv[1], attn_mask=mask).to(x.dtype)
         return self.out(self._merge(y))
 
 
@@ -232,7 +233,12 @@ class Whisper(nn.Module):
 
     @property
     def dtype(self) -> torch.dtype:
-        """The dtype features enter the encoder in."""
+        """The dtype the decoder computes in (and encoder output is handed over in)."""
+        return self.decoder.positional.dtype
+
+    @property
+    def encoder_dtype(self) -> torch.dtype:
+        """The dtype features enter the encoder in (narrower than the decoder's on bf16 CPUs)."""
         return self.encoder.conv1.weight.dtype
 
     def quantized(self) -> Whisper:
