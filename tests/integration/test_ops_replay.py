@@ -10,28 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.adapters.kafka_admin import apply_catalog
-from pipeline.adapters.minio_store import storage_client
-from pipeline.catalog import load_catalog
 from pipeline.config import Settings
 from pipeline.events import RoutedCall, Transcript, decode
 from pipeline.ops.lag_kafka import OffsetsReader
-from pipeline.stack.minio import prepare_bucket
 from tests import audio
 from tests.kafka_helpers import TopicReader, consume
 from tests.processes import callqa, spawn, stop
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def settings(stack_settings: Settings, unique: str) -> Settings:
-    cfg = stack_settings.model_copy(update={
-        "recordings_bucket": f"rec-{unique}", "topic_prefix": f"t{unique}.",
-        "arrivals_topic": stack_settings.topic("audio.arrivals")})
-    prepare_bucket(storage_client(cfg), cfg.recordings_bucket)
-    apply_catalog(cfg, load_catalog(cfg.bucket_names))
-    return cfg
 
 
 def ingest(settings: Settings, folder: Path, names: list[str]) -> None:

@@ -19,12 +19,8 @@ import pytest
 import soundfile as sf
 import soxr
 
-from pipeline.adapters.kafka_admin import apply_catalog
-from pipeline.adapters.minio_store import storage_client
-from pipeline.catalog import load_catalog
 from pipeline.config import Settings
 from pipeline.events import DeadLetter, QAResult, Transcript, decode
-from pipeline.stack.minio import prepare_bucket
 from tests.kafka_helpers import TopicReader
 from tests.processes import callqa, spawn, stop
 from tools.make_sample_calls import make_call
@@ -82,16 +78,6 @@ def bad_recordings(folder: Path) -> dict[str, str]:
         data[i] = rng.randrange(256)
     (folder / "badframes.flac").write_bytes(bytes(data))
     return {"corrupt": "router.dlq", "badframes": "asr.dlq"}
-
-
-@pytest.fixture
-def settings(stack_settings: Settings, unique: str) -> Settings:
-    cfg = stack_settings.model_copy(update={
-        "recordings_bucket": f"rec-{unique}", "topic_prefix": f"t{unique}.",
-        "arrivals_topic": stack_settings.topic("audio.arrivals")})
-    prepare_bucket(storage_client(cfg), cfg.recordings_bucket)
-    apply_catalog(cfg, load_catalog(cfg.bucket_names))
-    return cfg
 
 
 @pytest.fixture
