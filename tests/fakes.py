@@ -1,4 +1,5 @@
-"""Small fakes for the unit tests: Kafka clients (the parts the worker uses) and a speech engine.
+"""Small fakes for the unit tests: Kafka clients (the parts the worker uses), a speech engine, and an
+ASR worker wired to them (with helpers to assign, revoke and fetch).
 
 Real components run wherever they can; these stand in only where a unit test must run
 without a broker or without the model (the engine fake transcribes nothing, it only
@@ -7,14 +8,24 @@ reports who it saw and can be told to fail).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from pipeline.asr.audio import CallAudio
 from pipeline.asr.transcript import BatchStats, CallTranscript, Segment
+from pipeline.events import ObjectRef, RoutedCall, Transcript, decode, encode
+from pipeline.stages.asr import AsrInput, Fetched
+from pipeline.stages.outcomes import Dead
+
+if TYPE_CHECKING:  # the worker module takes a second to import: only the tests that build one pay
+    from pipeline.run.worker import AsrWorker, _InFlight
+    from pipeline.stages.asr import AsrBatch
+
+TOPIC = "audio.bucket.short"
 
 
 @dataclass
@@ -186,3 +197,80 @@ def _stats(calls: Sequence[CallAudio]) -> BatchStats:
         memory_reserved_bytes=0,
         memory_peak_bytes=0,
     )
+
+
+class FencedMessage:
+    """What confluent-kafka delivers when the broker fenced this static member (after a broker restart):
+    code _FATAL, with the fatal flag unset."""
+
+    def error(self) -> KafkaError:
+        return KafkaError(
+            KafkaError._FATAL, "static consumer fenced by other consumer with same group.instance.id", fatal=False
+        )
+
+
+class FakeFetcher:
+    """Every call is ready at once: one second of silence (no storage here)."""
+
+    def fetch(self, inputs: Sequence[AsrInput[FakeMessage]]) -> list[Fetched[FakeMessage] | Dead[FakeMessage]]:
+        return [
+            Fetched(i, i.call, CallAudio(i.call.call_id, np.zeros((1, 8000), np.float32), 8000, ("mixed",)), 0.0)
+            for i in inputs
+            if i.call is not None
+        ]
+
+    def close(self) -> None:
+        pass
+
+
+def routed(call_id: str, duration_s: float = 3.0) -> RoutedCall:
+    return RoutedCall(
+        call_id=call_id,
+        object=ObjectRef(bucket="b", key=f"{call_id}.wav"),
+        bucket="short",
+        duration_s=duration_s,
+        sample_rate_hz=8000,
+        channels=1,
+        frames=int(duration_s * 8000),
+        container="WAV",
+        codec="PCM_16",
+        roles={"0": "mixed"},
+    )
+
+
+def fake_worker(new_producer: Callable[[AsrWorker], Any] = lambda w: FakeProducer()) -> Iterator[AsrWorker]:
+    """A short-bucket worker on the fake consumer, fetcher and engine; ``new_producer`` makes its
+    transactional producers. A generator, for a fixture to yield from."""
+    from pipeline.config import Settings
+    from pipeline.run.worker import AsrWorker, WorkerOptions
+
+    w = AsrWorker(Settings(), WorkerOptions(bucket="short", window_ms=1, max_calls=4), engine=FakeEngine())
+    w.fetcher.close()
+    w.stage.fetcher = FakeFetcher()
+    w.consumer = FakeConsumer()
+    w.committer = w._committer(w.consumer, lambda: new_producer(w))
+    yield w
+    w.prepare_pool.shutdown()
+    w.compute.shutdown()
+
+
+def assign(worker: AsrWorker, *partitions: int) -> None:
+    worker.consumer.assigned += [(TOPIC, p) for p in partitions]
+    worker._on_assign(worker.consumer, [TopicPartition(TOPIC, p) for p in partitions])
+
+
+def revoke(worker: AsrWorker, *partitions: int) -> None:
+    worker.consumer.assigned = [tp for tp in worker.consumer.assigned if tp[1] not in partitions]
+    worker._on_revoke(worker.consumer, [TopicPartition(TOPIC, p) for p in partitions])
+
+
+def fetch(worker: AsrWorker, *positions: tuple[int, int]) -> tuple[_InFlight, AsrBatch[FakeMessage]]:
+    """Deliver messages at (partition, offset), gather them into one batch, prepare and transcribe it."""
+    worker.consumer.queue += [FakeMessage(TOPIC, p, o, encode(routed(f"c{p}-{o}"))) for p, o in positions]
+    inflight = worker._prefetch().result()
+    return inflight, worker._transcribe(inflight.prepared)
+
+
+def produced(worker: AsrWorker) -> list[str]:
+    """The call ids of the transcripts the worker's producer committed."""
+    return [decode(v, Transcript).call_id for t, _, v in worker.committer.producer.produced if t == worker.output_topic]

@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import base64
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pytest
 from confluent_kafka import Producer, TopicPartition
 
 from pipeline.catalog import load_catalog
-from pipeline.config import Settings
 from pipeline.events import DeadLetter, Transcript, decode, encode
-from pipeline.run.worker import AsrWorker, WorkerOptions
+from pipeline.run.worker import AsrWorker
 from pipeline.stages.sizes import FRAMING_BYTES, MessageLimits
-from tests.fakes import FakeConsumer, FakeEngine, FakeMessage
-from tests.unit.test_worker_commit import TOPIC, FakeFetcher, routed
+from tests.fakes import TOPIC, FakeEngine, FakeMessage, fake_worker, routed
 
 BUCKETS = ("short", "medium", "long", "xlong")
 
@@ -53,15 +52,8 @@ class SizeCheckingProducer:
 
 
 @pytest.fixture
-def worker() -> AsrWorker:
-    w = AsrWorker(Settings(), WorkerOptions(bucket="short", window_ms=1, max_calls=4), engine=FakeEngine())
-    w.fetcher.close()
-    w.stage.fetcher = FakeFetcher()
-    w.consumer = FakeConsumer()
-    w.committer = w._committer(w.consumer, lambda: SizeCheckingProducer(w.producer_config()))
-    yield w
-    w.prepare_pool.shutdown()
-    w.compute.shutdown()
+def worker() -> Iterator[AsrWorker]:
+    yield from fake_worker(lambda w: SizeCheckingProducer(w.producer_config()))
 
 
 def commit(worker: AsrWorker, texts: dict[str, str]) -> bool:

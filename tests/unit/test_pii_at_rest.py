@@ -10,8 +10,7 @@ from pathlib import Path
 from pipeline.config import Settings, write_env_file
 from pipeline.events import DeadLetter, ModelInfo, ObjectRef, Segment, Transcript, decode, encode
 from pipeline.stages.redaction import redact_transcript
-from tests.fakes import FakeEngine, FakeMessage
-from tests.unit.test_worker_commit import assign, fetch, routed, worker  # noqa: F401 - fixture
+from tests.fakes import FakeEngine, FakeMessage, assign, fetch, routed
 
 
 def call(*texts: tuple[str, float, float]) -> Transcript:
@@ -44,7 +43,7 @@ def test_short_numbers_are_kept() -> None:
     assert text_of(redact_transcript(call(("I paid 250 dollars on the 3rd", 1.0, 3.0)))) == "I paid 250 dollars on the 3rd"
 
 
-def test_the_worker_publishes_only_the_redacted_transcript(worker) -> None:  # noqa: F811
+def test_the_worker_publishes_only_the_redacted_transcript(worker) -> None:
     worker.stage.engine = FakeEngine(texts={"c0-0": "card 4532 0151 1283 0366"})
     assign(worker, 0)
     assert worker._commit(*fetch(worker, (0, 0)))
@@ -53,7 +52,7 @@ def test_the_worker_publishes_only_the_redacted_transcript(worker) -> None:  # n
     assert decode(value, Transcript).redacted
 
 
-def test_raw_transcripts_only_when_an_operator_enables_them(worker) -> None:  # noqa: F811
+def test_raw_transcripts_only_when_an_operator_enables_them(worker) -> None:
     worker.settings = Settings(publish_raw_transcripts=True)
     worker.committer = worker._committer(worker.consumer, type(worker.committer.producer))
     worker.stage.engine = FakeEngine(texts={"c0-0": "card 4532 0151 1283 0366"})
@@ -99,7 +98,7 @@ def test_qa_finds_the_same_pii_in_the_redacted_transcript_as_in_the_raw_one() ->
         sorted((p.type, p.start_s, p.confidence) for p in qa.evaluate(raw).pii)
 
 
-def test_redaction_runs_on_the_compute_thread_and_the_commit_only_sends_bytes(worker, monkeypatch) -> None:  # noqa: F811
+def test_redaction_runs_on_the_compute_thread_and_the_commit_only_sends_bytes(worker, monkeypatch) -> None:
     import threading
 
     import pipeline.stages.asr as asr_stage
@@ -126,7 +125,7 @@ def test_redaction_runs_on_the_compute_thread_and_the_commit_only_sends_bytes(wo
     assert value is done.value
 
 
-def test_a_transcript_whose_redaction_fails_is_dead_lettered_not_published(worker, monkeypatch) -> None:  # noqa: F811
+def test_a_transcript_whose_redaction_fails_is_dead_lettered_not_published(worker, monkeypatch) -> None:
     import pipeline.stages.asr as asr_stage
 
     def broken(t: Transcript) -> Transcript:

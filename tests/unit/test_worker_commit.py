@@ -1,84 +1,24 @@
-"""The worker with fake Kafka clients: gathering within the window, commit, revocation and recovery."""
+"""The worker with fake Kafka clients: gathering within the window, commit, revocation and recovery.
+(The `worker` fixture is in tests/unit/conftest.py, the fakes in tests/fakes.py.)"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-
-import numpy as np
-import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from pipeline.asr.audio import CallAudio
-from pipeline.config import Settings
-from pipeline.events import ObjectRef, RoutedCall, Transcript, decode, encode
-from pipeline.run.worker import AsrWorker, WorkerOptions, _InFlight
-from pipeline.stages.asr import AsrBatch, AsrInput, Fetched
-from pipeline.stages.outcomes import Dead
-from tests.fakes import FakeConsumer, FakeEngine, FakeMessage, FakeProducer
-
-TOPIC = "audio.bucket.short"
-
-
-class FakeFetcher:
-    """Every call is ready at once: one second of silence (no storage here)."""
-
-    def fetch(self, inputs: Sequence[AsrInput[FakeMessage]]) -> list[Fetched[FakeMessage] | Dead[FakeMessage]]:
-        return [
-            Fetched(i, i.call, CallAudio(i.call.call_id, np.zeros((1, 8000), np.float32), 8000, ("mixed",)), 0.0)
-            for i in inputs
-            if i.call is not None
-        ]
-
-    def close(self) -> None:
-        pass
-
-
-def routed(call_id: str, duration_s: float = 3.0) -> RoutedCall:
-    return RoutedCall(
-        call_id=call_id,
-        object=ObjectRef(bucket="b", key=f"{call_id}.wav"),
-        bucket="short",
-        duration_s=duration_s,
-        sample_rate_hz=8000,
-        channels=1,
-        frames=int(duration_s * 8000),
-        container="WAV",
-        codec="PCM_16",
-        roles={"0": "mixed"},
-    )
-
-
-@pytest.fixture
-def worker() -> Iterator[AsrWorker]:
-    w = AsrWorker(Settings(), WorkerOptions(bucket="short", window_ms=1, max_calls=4), engine=FakeEngine())
-    w.fetcher.close()
-    w.stage.fetcher = FakeFetcher()
-    w.consumer = FakeConsumer()
-    w.committer = w._committer(w.consumer, FakeProducer)
-    yield w
-    w.prepare_pool.shutdown()
-    w.compute.shutdown()
-
-
-def assign(worker: AsrWorker, *partitions: int) -> None:
-    worker.consumer.assigned += [(TOPIC, p) for p in partitions]
-    worker._on_assign(worker.consumer, [TopicPartition(TOPIC, p) for p in partitions])
-
-
-def revoke(worker: AsrWorker, *partitions: int) -> None:
-    worker.consumer.assigned = [tp for tp in worker.consumer.assigned if tp[1] not in partitions]
-    worker._on_revoke(worker.consumer, [TopicPartition(TOPIC, p) for p in partitions])
-
-
-def fetch(worker: AsrWorker, *positions: tuple[int, int]) -> tuple[_InFlight, AsrBatch[FakeMessage]]:
-    """Deliver messages at (partition, offset), gather them into one batch, prepare and transcribe it."""
-    worker.consumer.queue += [FakeMessage(TOPIC, p, o, encode(routed(f"c{p}-{o}"))) for p, o in positions]
-    inflight = worker._prefetch().result()
-    return inflight, worker._transcribe(inflight.prepared)
-
-
-def produced(worker: AsrWorker) -> list[str]:
-    return [decode(v, Transcript).call_id for t, _, v in worker.committer.producer.produced if t == worker.output_topic]
+from pipeline.events import ObjectRef, Transcript, decode, encode
+from pipeline.run.worker import AsrWorker
+from tests.fakes import (
+    TOPIC,
+    FakeConsumer,
+    FakeMessage,
+    FakeProducer,
+    FencedMessage,
+    assign,
+    fetch,
+    produced,
+    revoke,
+    routed,
+)
 
 
 def test_a_batch_revoked_and_reassigned_before_commit_is_dropped(worker: AsrWorker) -> None:
@@ -179,16 +119,6 @@ def test_a_rewind_survives_a_broker_that_is_still_down(worker: AsrWorker) -> Non
         KafkaException(KafkaError(KafkaError._TRANSPORT, "commit failed", txn_requires_abort=True))
     )
     assert worker.consumer.seeks == [(0, 7)] and calls["committed"] == 3
-
-
-class FencedMessage:
-    """What confluent-kafka delivers when the broker fenced this static member (after a broker restart):
-    code _FATAL, with the fatal flag unset."""
-
-    def error(self) -> KafkaError:
-        return KafkaError(
-            KafkaError._FATAL, "static consumer fenced by other consumer with same group.instance.id", fatal=False
-        )
 
 
 def test_a_fatal_consumer_error_rejoins_with_a_fresh_consumer_and_drops_the_batch_in_flight(
