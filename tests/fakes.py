@@ -199,6 +199,16 @@ def _stats(calls: Sequence[CallAudio]) -> BatchStats:
     )
 
 
+@dataclass
+class FakeClock:
+    """A monotonic clock that moves only when a test moves it (``t``)."""
+
+    t: float = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
 class FencedMessage:
     """What confluent-kafka delivers when the broker fenced this static member (after a broker restart):
     code _FATAL, with the fatal flag unset."""

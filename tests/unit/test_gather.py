@@ -4,29 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pipeline.events import ObjectRef, RoutedCall, encode
+from pipeline.events import encode
 from pipeline.stages.batching import BatchBudget
 from pipeline.stages.checkpoint import Checkpoint
 from pipeline.stages.gather import Gatherer
-from tests.fakes import FakeMessage
-
-TOPIC = "audio.bucket.short"
+from tests.fakes import TOPIC, FakeClock, FakeMessage, routed
 
 
 def message(partition: int, offset: int, duration_s: float = 10.0) -> FakeMessage:
-    call = RoutedCall(
-        call_id=f"c{partition}-{offset}",
-        object=ObjectRef(bucket="b", key="k"),
-        bucket="short",
-        duration_s=duration_s,
-        sample_rate_hz=8000,
-        channels=1,
-        frames=8000,
-        container="WAV",
-        codec="PCM_16",
-        roles={"0": "mixed"},
-    )
-    return FakeMessage(TOPIC, partition, offset, encode(call))
+    return FakeMessage(TOPIC, partition, offset, encode(routed(f"c{partition}-{offset}", duration_s)))
 
 
 @dataclass
@@ -35,15 +21,12 @@ class Source:
 
     deliveries: list[list[FakeMessage]]
     step_s: float = 0.02
-    now: float = 100.0
+    clock: FakeClock = field(default_factory=FakeClock)
     timeouts: list[float] = field(default_factory=list)
-
-    def clock(self) -> float:
-        return self.now
 
     def consume(self, max_messages: int, timeout_s: float) -> list[FakeMessage]:
         self.timeouts.append(round(timeout_s, 6))
-        self.now += self.step_s
+        self.clock.t += self.step_s
         return self.deliveries.pop(0) if self.deliveries else []
 
 

@@ -8,18 +8,11 @@ from pipeline.ops.backlog import PartitionPosition, partition_backlog
 from pipeline.ops.headers import AUDIO, CUM_AUDIO, PartitionProgress, Stamp, header, int_header
 from pipeline.ops.health import StageHealth
 from pipeline.ops.lag import RateTracker, record_samples, summarize, verdict, window_end
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.t = 100.0
-
-    def __call__(self) -> float:
-        return self.t
+from tests.fakes import FakeClock
 
 
 def test_health_is_not_ready_before_assignment_and_not_live_when_the_loop_stops() -> None:
-    clock = Clock()
+    clock = FakeClock()
     health = StageHealth("asr-short", liveness_limit_s=30, clock=clock)
     assert not health.readiness().ok and health.readiness().status == 503
     assert not health.liveness().ok  # never beat

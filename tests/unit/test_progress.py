@@ -8,23 +8,13 @@ import warnings
 
 from tqdm import tqdm
 
-from pipeline.events import ObjectRef, RoutedCall
+from pipeline.events import RoutedCall
 from pipeline.run.embedded import audio_ms
+from tests.fakes import routed
 
 
 def call(i: int, duration_s: float) -> RoutedCall:
-    return RoutedCall(
-        call_id=f"c{i}",
-        object=ObjectRef(bucket="b", key=f"{i}"),
-        bucket="short",
-        duration_s=duration_s,
-        sample_rate_hz=8000,
-        channels=1,
-        frames=1,
-        container="WAV",
-        codec="PCM_16",
-        roles={"0": "mixed"},
-    )
+    return routed(f"c{i}", duration_s)
 
 
 def test_batches_in_any_order_add_up_to_the_total_exactly() -> None:
