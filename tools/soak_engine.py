@@ -22,7 +22,8 @@ import numpy as np
 import torch
 
 from pipeline.asr import Engine, EngineOptions, load_call_audio
-from tools.bench_engine import RssSampler, make_corpus
+from tools.bench_corpus import make_corpus
+from tools.bench_engine import RssSampler
 
 
 def drift_percent(samples: list[int]) -> float:
