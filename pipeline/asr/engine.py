@@ -55,7 +55,7 @@ class EngineOptions:
     """Engine configuration (read once at the edge, then frozen).
 
     buckets_s: encoder lengths windows are padded to; ``(30.0,)`` reproduces
-        Whisper's fixed 30 s context; None picks the measured default for the device.
+        Whisper's fixed 30 s context; None takes ``BUCKETS_S`` (every 1 s from 10 to 30 s, on every device).
     max_batch_items / max_batch_audio_s: the batch budget, counted in padded
         (computed) seconds; it also sizes the memory pool.
     pack_windows: join a channel's turns into windows of up to 30 s (False: one
