@@ -26,6 +26,19 @@ def transcript(call_id: str, agent_text: str, customer_text: str) -> Transcript:
                   Segment(role="customer", channel=1, start_s=7.0, end_s=12.0, text=customer_text)])
 
 
+def run_qa(settings: Settings, unique: str, tmp_path: Path, want: int) -> tuple[list[QAResult], list[DeadLetter]]:
+    """Run a QA stage until ``want`` outputs (findings and letters) have come and 5 s passed with no more."""
+    reader = TopicReader(settings, ["qa.findings", "qa.dlq"])
+    proc = spawn(settings, tmp_path / "qa.log", "qa", "--app-id", f"qa-{unique}")
+    try:
+        reader.wait_for(lambda msgs: len(msgs), want, timeout_s=120, settle_s=5)
+    finally:
+        stop(proc)
+    results = [decode(m.value(), QAResult) for m in reader.messages if m.topic().endswith("qa.findings")]
+    letters = [decode(m.value(), DeadLetter) for m in reader.messages if m.topic().endswith("qa.dlq")]
+    return results, letters
+
+
 def test_findings_once_per_call_and_malformed_to_dlq(isolated_settings: Settings, unique: str, tmp_path: Path) -> None:
     settings = isolated_settings
     apply_catalog(settings, load_catalog(settings.bucket_names))
@@ -36,19 +49,12 @@ def test_findings_once_per_call_and_malformed_to_dlq(isolated_settings: Settings
     ]
     produce(settings, "asr.transcripts",
             [(t.call_id.encode(), encode(t)) for t in calls] + [(b"bad", b'{"schema_version": "1.0", "call_id": 5}')])
-    reader = TopicReader(settings, ["qa.findings", "qa.dlq"])
-    proc = spawn(settings, tmp_path / "qa.log", "qa", "--app-id", f"qa-{unique}")
-    try:
-        reader.wait_for(lambda msgs: len(msgs), 13, timeout_s=120, settle_s=5)
-    finally:
-        stop(proc)
-    results = [decode(m.value(), QAResult) for m in reader.messages if m.topic().endswith("qa.findings")]
+    results, letters = run_qa(settings, unique, tmp_path, want=13)
     assert Counter(r.call_id for r in results) == Counter(t.call_id for t in calls)
     leaked = next(r for r in results if r.call_id == "c0")
     assert [p.type for p in leaked.pii] == ["bank_card"]
     assert "4532" not in json.dumps([s.text for s in leaked.redacted_segments])
     assert all(r.score == 100 for r in results if r.call_id != "c0"), [(r.call_id, r.findings) for r in results]
-    letters = [decode(m.value(), DeadLetter) for m in reader.messages if m.topic().endswith("qa.dlq")]
     assert [(d.reason, d.stage, d.original_key) for d in letters] == [("malformed_transcript", "qa", "bad")]
 
 
@@ -75,12 +81,6 @@ def test_a_transcript_over_one_megabyte_is_evaluated(isolated_settings: Settings
         producer.produce(settings.topic("asr.transcripts"), key=t.call_id.encode(), value=encode(t))
     assert producer.flush(30) == 0
     assert len(encode(calls[0])) > 1_200_000
-    reader = TopicReader(settings, ["qa.findings", "qa.dlq"])
-    proc = spawn(settings, tmp_path / "qa.log", "qa", "--app-id", f"qa-{unique}")
-    try:
-        reader.wait_for(lambda msgs: len(msgs), 2, timeout_s=120, settle_s=5)
-    finally:
-        stop(proc)
-    results = [decode(m.value(), QAResult) for m in reader.messages if m.topic().endswith("qa.findings")]
+    results, letters = run_qa(settings, unique, tmp_path, want=2)
     assert sorted(r.call_id for r in results) == ["after", "long"], (tmp_path / "qa.log").read_text()[-3000:]
-    assert not [m for m in reader.messages if m.topic().endswith("qa.dlq")]
+    assert not letters
