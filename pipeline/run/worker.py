@@ -167,6 +167,7 @@ class AsrWorker:
             self.limits,
             raw_topic,
             self.stopping,
+            rejoin=self._rejoin,
         )
 
     def _new_producer(self) -> Producer:

@@ -30,6 +30,7 @@ from pipeline.stages.outcomes import Dead
 from pipeline.stages.sizes import MessageLimits, too_large_letter
 
 log = get_logger("callqa.worker")
+REWIND_ATTEMPTS = 3  # tries to read the committed offsets (30 s each) before a fresh consumer
 
 
 class TransactionalProducer(Protocol):
@@ -78,11 +79,13 @@ class BatchCommitter:
         limits: MessageLimits,
         raw_topic: str | None = None,
         stopping: threading.Event | None = None,
+        rejoin: Callable[[KafkaError], None] | None = None,
     ) -> None:
         self.consumer, self.new_producer, self.checkpoint = consumer, new_producer, checkpoint
         self.output_topic, self.dlq_topic, self.metrics = output_topic, dlq_topic, metrics
         self.limits, self.raw_topic = limits, raw_topic  # raw_topic: clear-text copies, only when configured
         self.stopping = stopping or threading.Event()
+        self.rejoin = rejoin  # replaces the consumer with a fresh member (the worker's); None: raise instead
         self.producer = new_producer()
         self.closing: list[threading.Thread] = []  # replaced producers being closed
 
@@ -168,7 +171,8 @@ class BatchCommitter:
                 self.metrics.lag(partition, max(0, high - offset))
 
     def recover(self, exc: KafkaException) -> None:
-        """Abort and re-read from the committed position; a fatal error gets a fresh producer."""
+        """Abort and re-read from the committed position; a fatal error gets a fresh producer, and a
+        consumer that cannot read its committed offsets in REWIND_ATTEMPTS tries is replaced by a fresh one."""
         err = exc.args[0]
         log.warning("transaction_failed", error=str(err), abortable=err.txn_requires_abort(), fatal=err.fatal())
         self.metrics.aborts.inc()
@@ -180,7 +184,9 @@ class BatchCommitter:
             except KafkaException as abort_exc:
                 log.warning("transaction_abort_failed", error=str(abort_exc))
                 self.replace_producer()
-        while not self.stopping.is_set():  # the broker may still be down: keep trying, never crash
+        for attempt in range(1, REWIND_ATTEMPTS + 1):  # the broker may still be down: try again
+            if self.stopping.is_set():
+                return
             try:
                 assignment = self.consumer.assignment()
                 if assignment:
@@ -188,8 +194,17 @@ class BatchCommitter:
                         self.consumer.seek(TopicPartition(tp.topic, tp.partition, max(tp.offset, 0)))
                 return
             except KafkaException as rewind_exc:
-                log.warning("rewind_failed", error=str(rewind_exc))
-                self.stopping.wait(1.0)
+                log.warning("rewind_failed", error=str(rewind_exc), attempt=attempt)
+                failure = rewind_exc
+                if attempt < REWIND_ATTEMPTS:
+                    self.stopping.wait(1.0)
+        # Seen after a broker restart: the consumer's session had timed out, its group was empty, and its
+        # committed() timed out for 10 minutes while the broker answered other clients' offset fetches
+        # at once (likely the member waits for the revoke that only poll() serves, and this loop never
+        # polls). A fresh member starts from the committed offsets: the same rewind.
+        if self.rejoin is None:
+            raise failure
+        self.rejoin(failure.args[0])
 
     def replace_producer(self) -> None:
         """A fresh producer (its ``init_transactions`` fences the old one), then the old one closed

@@ -7,6 +7,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from pipeline.events import ObjectRef, Transcript, decode, encode
 from pipeline.run.worker import AsrWorker
+from pipeline.run.worker_commit import REWIND_ATTEMPTS
 from tests.fakes import (
     TOPIC,
     FakeConsumer,
@@ -119,6 +120,33 @@ def test_a_rewind_survives_a_broker_that_is_still_down(worker: AsrWorker) -> Non
         KafkaException(KafkaError(KafkaError._TRANSPORT, "commit failed", txn_requires_abort=True))
     )
     assert worker.consumer.seeks == [(0, 7)] and calls["committed"] == 3
+
+
+def test_a_rewind_that_keeps_failing_rejoins_with_a_fresh_consumer(worker: AsrWorker) -> None:
+    """After a broker restart the consumer's committed() timed out on every try (its session had
+    expired, the group was empty): the worker must not retry it for ever."""
+    calls = {"committed": 0}
+
+    def committed(partitions, timeout):
+        calls["committed"] += 1
+        if calls["committed"] > REWIND_ATTEMPTS:
+            worker.stopping.set()  # retrying for ever: end the loop so the test fails instead of hanging
+        raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "Failed to get committed offsets: Local: Timed out"))
+
+    assign(worker, 0)
+    stuck, fresh = worker.consumer, FakeConsumer()
+    stuck.committed = committed  # type: ignore[method-assign]
+
+    def new_consumer() -> None:
+        worker.consumer = worker.committer.consumer = fresh
+
+    worker._new_consumer = new_consumer  # type: ignore[method-assign]
+    batch = fetch(worker, (0, 5))
+    worker.committer.producer.fail_commit = "abortable"
+    assert not worker._commit(*batch)
+    assert calls["committed"] == REWIND_ATTEMPTS and stuck.seeks == []
+    assert stuck.closed and worker.consumer is fresh and worker.committer.consumer is fresh
+    assert worker.committer.producer.produced == [] and worker.committer.producer.offsets == []
 
 
 def test_a_fatal_consumer_error_rejoins_with_a_fresh_consumer_and_drops_the_batch_in_flight(
