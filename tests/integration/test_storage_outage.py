@@ -18,11 +18,7 @@ import pytest
 from confluent_kafka import Consumer
 
 from pipeline import stack
-from pipeline.adapters.kafka_admin import apply_catalog
-from pipeline.adapters.minio_store import storage_client
-from pipeline.catalog import load_catalog
 from pipeline.config import Settings
-from pipeline.stack.minio import prepare_bucket
 from tests.integration.test_pipeline import LINES, transcripts, wait_transcripts, write_call
 from tests.kafka_helpers import TopicReader
 from tests.processes import callqa, spawn, stop
@@ -30,16 +26,6 @@ from tests.processes import callqa, spawn, stop
 pytestmark = pytest.mark.integration
 
 OUTAGE_S = 30.0
-
-
-@pytest.fixture
-def settings(stack_settings: Settings, unique: str) -> Settings:
-    cfg = stack_settings.model_copy(update={
-        "recordings_bucket": f"rec-{unique}", "topic_prefix": f"t{unique}.",
-        "arrivals_topic": stack_settings.topic("audio.arrivals")})
-    prepare_bucket(storage_client(cfg), cfg.recordings_bucket)
-    apply_catalog(cfg, load_catalog(cfg.bucket_names))
-    return cfg
 
 
 def arrivals_of(settings: Settings, want: int, timeout_s: float = 60) -> int:
