@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from pipeline.config import Settings
@@ -49,3 +50,13 @@ def stop(proc: subprocess.Popen, timeout_s: float = 30) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def wait_for_line(log: Path, text: str, timeout_s: float, poll_s: float = 0.5) -> bool:
+    """Whether ``text`` appears in a process's log within ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if log.exists() and text in log.read_text(errors="replace"):
+            return True
+        time.sleep(poll_s)
+    return False

@@ -22,7 +22,7 @@ import soxr
 from pipeline.config import Settings
 from pipeline.events import DeadLetter, QAResult, Transcript, decode
 from tests.kafka_helpers import TopicReader
-from tests.processes import callqa, spawn, stop
+from tests.processes import callqa, spawn, stop, wait_for_line
 from tools.make_sample_calls import make_call
 
 pytestmark = pytest.mark.integration
@@ -166,8 +166,11 @@ def test_killed_worker_loses_and_doubles_nothing(settings: Settings, stages, cor
     short = [p for p in sorted(corpus["folder"].iterdir()) if not p.stem.endswith(("4", "9"))][:12]
     result = callqa(settings, "ingest", *map(str, short))
     assert result.returncode == 0, result.stderr
-    reader.wait_for(lambda _: len(transcripts(reader)), 2, 300, settle_s=0)
-    first.send_signal(signal.SIGKILL)  # both workers are busy: it dies in the middle of a batch
+    # Killed once it has transcribed a batch: it holds partitions and, with calls still queued, has its
+    # next batch in flight. (Killing when any two transcripts were out often hit a worker that had not
+    # been assigned a partition yet: 2 runs in 5.)
+    assert wait_for_line(stages.logs / "worker-a.log", '"batch_transcribed"', 300, poll_s=0.1)
+    first.send_signal(signal.SIGKILL)
     first.wait()
     got = wait_transcripts(reader, len(short), timeout_s=600, settle_s=10)
     counts = Counter(t.call_id for t in got)

@@ -21,7 +21,7 @@ from pipeline import stack
 from pipeline.config import Settings
 from tests.integration.test_pipeline import LINES, transcripts, wait_transcripts, write_call
 from tests.kafka_helpers import TopicReader
-from tests.processes import callqa, spawn, stop
+from tests.processes import callqa, spawn, stop, wait_for_line
 
 pytestmark = pytest.mark.integration
 
@@ -43,15 +43,6 @@ def arrivals_of(settings: Settings, want: int, timeout_s: float = 60) -> int:
     finally:
         consumer.close()
     return seen
-
-
-def wait_for_line(log: Path, text: str, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if log.exists() and text in log.read_text(errors="replace"):
-            return True
-        time.sleep(0.5)
-    return False
 
 
 def test_storage_outage_mid_run_loses_doubles_and_dead_letters_nothing(
