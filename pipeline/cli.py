@@ -207,10 +207,12 @@ def router_cmd(app_id: Annotated[str, typer.Option(help="Faust app id (the consu
 
 # --- ASR workers, QA stage, embedded mode -----------------------------------------------------
 
-def load_engine(cfg: Settings, device: str = "auto", *, initial_prompt: str | None = None, hotwords: bool = True):
+def load_engine(cfg: Settings, device: str = "auto", *, initial_prompt: str | None = None, hotwords: bool = True,
+                number_languages: tuple[str, ...] | None = None):
     """The engine with a model-batch budget fit for the device: 16 windows (480 padded seconds) on
     CPU, where bigger batches buy nothing; 64 windows on an accelerator. The rule packs' hotwords
-    (if any) become the decoder's initial prompt."""
+    (if any) become the decoder's initial prompt. Number regions are decoded again, digit-biased, in
+    ``number_languages`` (default: the settings' ``asr_number_languages``)."""
     from pipeline.asr import Engine, EngineOptions
     from pipeline.asr.devices import resolve_device
     from pipeline.qa.rules import hotword_prompt, load_packs
@@ -220,7 +222,8 @@ def load_engine(cfg: Settings, device: str = "auto", *, initial_prompt: str | No
     return Engine.load(EngineOptions(
         model=cfg.asr_model, cache_dir=cfg.cache_dir / "models", device=device, language=cfg.asr_language,
         threads=cfg.asr_threads, max_batch_items=windows, max_batch_audio_s=30.0 * windows,
-        initial_prompt=prompt))
+        initial_prompt=prompt,
+        number_languages=cfg.asr_number_languages if number_languages is None else number_languages))
 
 
 @app.command("prepare-model")

@@ -171,6 +171,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="write calls, transcripts and findings as JSON")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--prompt", help="the decoder's initial prompt (default: the packs' hotwords)")
+    parser.add_argument("--numbers", default="",
+                        help="languages of the engine's digit-biased second decode of number regions, e.g. 'en' or "
+                             "'en,zh' (default: off, the first pass only)")
     parser.add_argument("--reuse", action="store_true",
                         help="reuse transcripts of identical audio from an earlier run (QA changes only)")
     args = parser.parse_args()
@@ -182,7 +185,9 @@ def main() -> None:
     wavs = [render(c, voices, rng) for c in calls]
     audio_s = sum(sf.info(io.BytesIO(w)).duration for w in wavs)
     started = time.perf_counter()
-    transcripts = transcribe(calls, wavs, args.device, args.cache / "transcripts" if args.reuse else None, args.prompt)
+    numbers = tuple(x for x in args.numbers.split(",") if x)
+    transcripts = transcribe(calls, wavs, args.device, args.cache / "transcripts" if args.reuse else None, args.prompt,
+                             numbers)
     asr_s = time.perf_counter() - started
     qa = QAEngine(load_packs())
     results = [qa.evaluate(t) for t in transcripts]
@@ -200,18 +205,22 @@ def main() -> None:
 
 
 def transcribe(
-    calls: list[CallScript], wavs: list[bytes], device: str, reuse: Path | None, prompt: str | None = None
+    calls: list[CallScript], wavs: list[bytes], device: str, reuse: Path | None, prompt: str | None = None,
+    numbers: tuple[str, ...] = (),
 ) -> list[dict]:
     """Each call's transcript as the QA engine's input, from the engine ``callqa run`` loads."""
     settings = Settings()
     effective = prompt or hotword_prompt(load_packs(list(settings.qa_rule_packs))) or ""
-    keys = [hashlib.sha1(w + effective.encode()).hexdigest()[:20] for w in wavs]
+    tag = effective + (f"|numbers:{','.join(numbers)}" if numbers else "")
+    keys = [hashlib.sha1(w + tag.encode()).hexdigest()[:20] for w in wavs]
     cached = {k: json.loads((reuse / f"{k}.json").read_text()) for k in keys if reuse and (reuse / f"{k}.json").exists()}
     todo = [(c, w, k) for c, w, k in zip(calls, wavs, keys, strict=True) if k not in cached]
     if todo:
-        engine = load_engine(settings, device=device, initial_prompt=prompt)
+        engine = load_engine(settings, device=device, initial_prompt=prompt, number_languages=numbers)
         roles = {0: "agent", 1: "customer"}
         out = engine.transcribe_batch([load_call_audio(w, roles=roles, call_id=c.name) for c, w, _ in todo])
+        if engine.numbers is not None:
+            print(f"number pass: {engine.numbers.regions} regions decoded again, {engine.numbers.replaced} replaced")
         for (_, _, key), transcript in zip(todo, out, strict=True):
             cached[key] = _call_text(transcript)
             if reuse:

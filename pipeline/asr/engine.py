@@ -31,6 +31,7 @@ from pipeline.asr.errors import AsrError
 from pipeline.asr.features import SAMPLE_RATE, LogMel
 from pipeline.asr.memory import BucketShape, MemoryPool
 from pipeline.asr.model import Whisper
+from pipeline.asr.number_pass import NumberPass
 from pipeline.asr.packing import PackedWindow, pack_regions
 from pipeline.asr.registry import lookup, resolve_files
 from pipeline.asr.text import to_simplified
@@ -115,6 +116,7 @@ class EngineOptions:
     logprob_threshold: float = -1.0
     simplified_chinese: bool = True
     initial_prompt: str | None = None
+    number_languages: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -167,6 +169,7 @@ class Engine:
                                device.cross_kv_dtype(model.dtype, opts.cross_kv_dtype))
         self.stats = EngineStats()
         self.last_batch_stats: list[BatchStats] = []
+        self.numbers = NumberPass(self, opts.number_languages) if opts.number_languages else None
 
     @classmethod
     def load(cls, opts: EngineOptions) -> Engine:
@@ -202,8 +205,11 @@ class Engine:
         self.last_batch_stats = []
         windows = self._find_windows(calls, timings)
         decoded = self._decode(windows, timings)
-        return [self._assemble(i, call, [d for w in windows if w.call == i for d in decoded[id(w)]], timings[i])
-                for i, call in enumerate(calls)]
+        out = [self._assemble(i, call, [d for w in windows if w.call == i for d in decoded[id(w)]], timings[i])
+               for i, call in enumerate(calls)]
+        if self.numbers is not None:
+            out = self.numbers.run(out, {(w.call, w.channel): w.stream for w in windows})
+        return out
 
     # -- stages -------------------------------------------------------------------------------
 

@@ -36,7 +36,7 @@ _MIN_ZH_DIGIT_RUN = 3
 _YAO_AFTER = frozenset("是号码:：")
 
 _EN_DIGITS = {
-    "zero": "0", "oh": "0", "one": "1", "two": "2", "three": "3", "four": "4",
+    "zero": "0", "oh": "0", "nil": "0", "nought": "0", "naught": "0", "one": "1", "two": "2", "three": "3", "four": "4",
     "five": "5", "six": "6", "seven": "7", "eight": "8", "nine": "9",
 }  # fmt: skip
 _EN_REPEAT = {"double": 2, "triple": 3}

@@ -12,7 +12,9 @@ ASR mishears long numbers (a repeated digit merged, one dropped or doubled), so 
 run that fails its checksum is still taken when its shape says what it is: 13-19
 digits is a likely card (redaction fails closed on card-length runs), 17-19
 characters around a plausible birth date a likely resident ID, 10-12 digits
-starting 1[3-9] a likely CN mobile. Those hits carry a lower confidence; digit
+starting 1[3-9] a likely CN mobile. A run of 9-20 digits that none of that takes is
+still taken right after a cue naming its kind ("my card number is …", 身份证号是…;
+:mod:`pipeline.qa.spoken_numbers`). Those hits carry a lower confidence; digit
 groups right next to a hit in the same run are masked with it. A hit reports type,
 role, time and confidence only — never the digits — and the original text range
 it covers, for redaction.
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 
 from pipeline.qa.model import PIIType, SegmentText
 from pipeline.qa.normalize import Normalized
+from pipeline.qa.spoken_numbers import cued_type
 
 PII_TYPES: tuple[PIIType, ...] = ("bank_card", "cn_resident_id", "phone")
 REDACTION_LABEL: dict[PIIType, str] = {"bank_card": "[CARD]", "cn_resident_id": "[ID]", "phone": "[PHONE]"}
@@ -34,6 +37,7 @@ MAX_JOIN_GAP_S = 3.0  # a customer pausing mid-number splits it across segments
 MAX_NUMBER_DIGITS = 20  # longer than any card (19), resident ID (18) or E.164 number (15)
 MIN_NUMBER_DIGITS = 8  # shorter than any number taken (a '+' number of 8 digits)
 LIKELY_CONFIDENCE = 0.6  # a number taken by its shape, its checksum failed (ASR error)
+CUED_CONFIDENCE = 0.5  # a digit run taken on the cue before it alone (pipeline.qa.spoken_numbers)
 MAX_ABSORB_DIGITS = 24  # a hit swallows neighbouring digit groups up to this length
 
 _GROUP = re.compile(r"(?<![0-9a-z])(\+?)([0-9]+)(x?)(?![0-9a-z])")
@@ -154,7 +158,8 @@ def find_pii(
             for m in _GROUP.finditer(stream)
         ]
         for chain in _chains(groups, stream):
-            for first, last, kind, confidence in _numbers_in_chain(chain):
+            numbers = _numbers_in_chain(chain) or _cued_number(chain, stream)
+            for first, last, kind, confidence in numbers:
                 if kind in types:
                     hits.append(_hit(kind, first.start, last.end, segments, norms, offsets, confidence))
     return sorted(hits, key=lambda h: (h.start_s, h.type))
@@ -212,6 +217,16 @@ def _numbers_in_chain(chain: list[_Group]) -> list[tuple[_Group, _Group, PIIType
             numbers.append((start + a, start + b, kind, LIKELY_CONFIDENCE))
         start = end + 1
     return [(chain[a], chain[b], kind, conf) for a, b, kind, conf in _absorb(sorted(numbers), chain)]
+
+
+def _cued_number(chain: list[_Group], stream: str) -> list[tuple[_Group, _Group, PIIType, float]]:
+    """A chain no check or shape took, taken whole on the cue before it ("my card number is …")."""
+    digits = "".join(g.digits for g in chain)
+    line_start = stream.rfind("\n", 0, chain[0].start) + 1
+    line_end = stream.find("\n", chain[-1].end)
+    after = stream[chain[-1].end : line_end if line_end >= 0 else len(stream)]
+    kind = cued_type(stream[line_start : chain[0].start], digits, after)
+    return [(chain[0], chain[-1], kind, CUED_CONFIDENCE)] if kind else []
 
 
 def _absorb(numbers: list[_Number], chain: list[_Group]) -> list[_Number]:

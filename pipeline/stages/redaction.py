@@ -17,8 +17,9 @@ from pipeline.qa.normalize import normalize
 from pipeline.qa.pii import find_pii, redact_texts
 
 BACKSTOP_LABEL = "[NUMBER]"
-# 12+ digits, allowing the separators people and ASR put between groups (space, dash, dot).
-_LONG_DIGIT_RUN = re.compile(r"(?<!\d)\d(?:[ \-.]?\d){11,}(?!\d)")
+# 12+ digits, allowing the separators people and ASR put between groups or digits: space, dash,
+# dot, comma, and a comma or dot followed by a space ("4, 5, 3, 2, …" is how a read number comes out).
+_LONG_DIGIT_RUN = re.compile(r"(?<!\d)\d(?:(?:[ \-.,]|[,.] )?\d){11,}(?!\d)")
 
 
 def redact_transcript(t: Transcript) -> Transcript:

@@ -1,0 +1,115 @@
+"""Where to decode again for numbers: the first pass's segments -> regions of call audio. Pure.
+
+Whisper base writes a long number read digit by digit badly (digits merged, dropped or
+heard as words: "6264M and time 16364269"), so cards, IDs and phone numbers fail their
+checks or stop looking like numbers. A second decode of just the stretch where a number
+is said, with a prompt of digits read one by one, writes most of them digit for digit
+(:mod:`pipeline.asr.number_pass`). This module decides which stretches: a segment that
+says a number (:func:`pipeline.qa.spoken_numbers.says_number`) plus the same channel's
+following segments that carry the number on (a slowly read number comes out of the first
+pass in short pieces), padded a little, each region at most ``max_len_s``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pipeline.asr.transcript import Segment
+from pipeline.qa.spoken_numbers import continues_number, longest_digit_run, says_number
+
+MAX_GAP_S = 2.0  # a pause inside a number read in groups
+PAD_S = 0.3  # audio kept either side of the first pass's segment times (they are cut tight)
+MAX_REGION_S = 28.0  # one decoder window, with room for the padding
+MIN_ACCEPT_DIGITS = 8  # shorter than any card, resident ID or phone number
+MAX_ACCEPT_DIGITS = 24  # longer than any (19 digits) with a misheard digit or two: a repetition loop
+_SENTENCE_END = re.compile(r"[.?!。？！]")
+
+
+@dataclass(frozen=True)
+class NumberRegion:
+    """A stretch of one channel to decode again; ``segments`` are the indices (in the call's
+    segment list) of the first-pass segments its text replaces."""
+
+    channel: int
+    start_s: float
+    end_s: float
+    language: str
+    segments: tuple[int, ...]
+
+    @property
+    def duration_s(self) -> float:
+        return self.end_s - self.start_s
+
+
+def plan_number_regions(
+    segments: Sequence[Segment],
+    duration_s: float,
+    languages: Sequence[str] = ("en", "zh"),
+    max_gap_s: float = MAX_GAP_S,
+    pad_s: float = PAD_S,
+    max_region_s: float = MAX_REGION_S,
+) -> list[NumberRegion]:
+    """Regions of a call where a number seems to be said, in call order; only segments in one
+    of ``languages`` (the languages a digit prompt exists for) open a region."""
+    regions: list[NumberRegion] = []
+    for channel in sorted({s.channel for s in segments}):
+        order = sorted((i for i, s in enumerate(segments) if s.channel == channel), key=lambda i: segments[i].start_s)
+        n = 0
+        while n < len(order):
+            first = segments[order[n]]
+            if first.language not in languages or not says_number(first.text):
+                n += 1
+                continue
+            taken = [order[n]]
+            n += 1
+            while n < len(order):
+                seg, prev = segments[order[n]], segments[taken[-1]]
+                if seg.start_s - prev.end_s > max_gap_s or seg.end_s - first.start_s > max_region_s - 2 * pad_s:
+                    break
+                if not (continues_number(seg.text) or says_number(seg.text)):
+                    break
+                taken.append(order[n])
+                n += 1
+            start = max(0.0, first.start_s - pad_s)
+            end = min(duration_s, segments[taken[-1]].end_s + pad_s) if duration_s > 0 else segments[taken[-1]].end_s
+            if end - start > max_region_s:  # one segment alone longer than a window: leave it
+                continue
+            regions.append(NumberRegion(channel, start, end, first.language, tuple(taken)))
+    return sorted(regions, key=lambda r: (r.start_s, r.channel))
+
+
+def merge_number_texts(segments: Sequence[Segment], replacements: Sequence[tuple[NumberRegion, str]]) -> list[Segment]:
+    """The call's segments with each region's first-pass segments replaced by one segment holding
+    the region's new text (the first segment's start to the last one's end), in call order."""
+    dropped: set[int] = set()
+    added: list[Segment] = []
+    for region, text in replacements:
+        parts = [segments[i] for i in region.segments]
+        dropped.update(region.segments)
+        first, last = parts[0], parts[-1]
+        added.append(
+            Segment(
+                role=first.role,
+                channel=first.channel,
+                start_s=first.start_s,
+                end_s=last.end_s,
+                text=text,
+                language=first.language,
+            )
+        )
+    kept = [s for i, s in enumerate(segments) if i not in dropped]
+    return sorted(kept + added, key=lambda s: (s.start_s, s.channel))
+
+
+def accepted_text(new: str, old: str) -> str | None:
+    """The second decode's text if it reads as a longer number than the first pass's, cut
+    before a repetition loop; None to keep the first pass."""
+    if longest_digit_run(new) > MAX_ACCEPT_DIGITS:
+        ends = [m.end() for m in _SENTENCE_END.finditer(new) if longest_digit_run(new[: m.end()]) <= MAX_ACCEPT_DIGITS]
+        if not ends:
+            return None
+        new = new[: ends[-1]]
+    run = longest_digit_run(new)
+    return new if run >= MIN_ACCEPT_DIGITS and run >= longest_digit_run(old) else None

@@ -1,0 +1,92 @@
+"""The plan of the engine's second, digit-biased decode: which stretches, and which text wins."""
+
+from pipeline.asr.numbers import accepted_text, merge_number_texts, plan_number_regions
+from pipeline.asr.transcript import Segment
+from pipeline.stages.redaction import _LONG_DIGIT_RUN
+
+
+def seg(channel: int, start: float, end: float, text: str, language: str = "en") -> Segment:
+    return Segment(
+        role=("agent", "customer")[channel], channel=channel, start_s=start, end_s=end, text=text, language=language
+    )
+
+
+def test_a_number_read_in_pieces_is_one_region_with_padding() -> None:
+    segments = [
+        seg(0, 0.5, 3.0, "Good morning, this is Mark speaking."),
+        seg(1, 13.2, 14.0, "My number is 3."),
+        seg(1, 14.5, 15.0, "1."),
+        seg(1, 15.6, 16.2, "Mirror 4."),
+        seg(1, 16.8, 18.0, "1, 9, 8."),
+        seg(0, 19.0, 21.0, "Let me check that for you."),
+        seg(1, 22.0, 25.0, "I would like to unlock the cards and try my payment again."),
+    ]
+    [region] = plan_number_regions(segments, duration_s=30.0)
+    assert (region.channel, region.segments, region.language) == (1, (1, 2, 3, 4), "en")
+    assert (round(region.start_s, 2), round(region.end_s, 2)) == (12.9, 18.3)
+
+
+def test_cues_open_regions_in_both_languages_and_ordinary_speech_does_not() -> None:
+    segments = [
+        seg(1, 1.0, 4.0, "My card number is 6264M and time 16364269."),
+        seg(1, 20.0, 23.0, "我的手机号是188案,6420,276请,", "zh"),
+        seg(0, 30.0, 32.0, "Let me check that for you."),
+        seg(0, 40.0, 42.0, "这个产品不能保证收益。", "zh"),
+    ]
+    assert [r.segments for r in plan_number_regions(segments, 60.0)] == [(0,), (1,)]
+    assert [r.segments for r in plan_number_regions(segments, 60.0, languages=("en",))] == [(0,)]
+
+
+def test_a_long_pause_or_a_long_sentence_ends_a_region() -> None:
+    segments = [
+        seg(1, 1.0, 3.0, "My ID number is 3, 1, 0."),
+        seg(1, 8.0, 9.0, "1, 4."),  # 5 s later: not joined; two digits alone open no region
+        seg(1, 9.5, 13.0, "Can you spell your last name for me please?"),
+    ]
+    assert [r.segments for r in plan_number_regions(segments, 20.0)] == [(0,)]
+
+
+def test_regions_never_exceed_one_window() -> None:
+    pieces = [seg(1, 2.0 * k, 2.0 * k + 1.5, f"{k % 10}, {k % 7}, {k % 3}, {k % 9}.") for k in range(30)]
+    regions = plan_number_regions(pieces, 70.0)
+    assert all(r.duration_s <= 28.0 for r in regions)
+    assert sorted(i for r in regions for i in r.segments) == list(range(30))
+
+
+def test_a_region_is_replaced_by_one_segment_and_the_rest_kept() -> None:
+    segments = [seg(0, 0.0, 2.0, "Hello."), seg(1, 3.0, 4.0, "My number is 3."), seg(1, 4.5, 6.0, "1, nil, 1.")]
+    [region] = plan_number_regions(segments, 10.0)
+    merged = merge_number_texts(segments, [(region, "My number is 3, 1, 0, 1, 0, 4, 1, 9, 8, 6.")])
+    assert [(s.start_s, s.end_s, s.text) for s in merged] == [
+        (0.0, 2.0, "Hello."),
+        (3.0, 6.0, "My number is 3, 1, 0, 1, 0, 4, 1, 9, 8, 6."),
+    ]
+
+
+def test_the_second_decode_wins_only_when_it_reads_as_a_longer_number() -> None:
+    first = "My card number is 6264M and time 16364269."
+    assert accepted_text("My card number is 6, 2, 6, 4, 7, 5, 1, 6, 3, 6, 5, 4, 6, 2, 9, 9.", first)
+    assert accepted_text("My card number is 6, 2, 6, 4.", first) is None  # shorter
+    assert accepted_text("I have not made your phone number 100,000.", "I have updated your phone number.") is None
+    assert accepted_text("4, 5, 3, 2, 0, 1, 5, 1", "4532 0151 1283 0366") is None  # the first pass had more
+
+
+def test_a_repetition_loop_is_cut_at_the_sentence_before_it_or_dropped() -> None:
+    looped = "My ID number is 3, 2, 0, 1, 0, 2, 2, 0, 0, 2, 0, 1, 0, 8, 0, 1, 8 2. " + "1, 0, " * 40
+    assert (
+        accepted_text(looped, "My number is 3.")
+        == "My ID number is 3, 2, 0, 1, 0, 2, 2, 0, 0, 2, 0, 1, 0, 8, 0, 1, 8 2."
+    )
+    assert accepted_text("1, " * 60, "My number is 3.") is None
+
+
+def test_redaction_backstop_masks_card_length_runs_as_asr_writes_them() -> None:
+    for text in (
+        "6, 2, 6, 4, 7, 5, 1, 6, 3, 6, 5, 4",
+        "6.2.6.4.7.5.1.6.3.6.5.4",
+        "6264-7516-3654-6299",
+        "626475163654",
+    ):
+        assert _LONG_DIGIT_RUN.fullmatch(text), text
+    for text in ("4, 5, 1, 2", "2024-03-15", "1,280.50", "12 28 123"):
+        assert not _LONG_DIGIT_RUN.search(text), text
