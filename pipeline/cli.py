@@ -218,7 +218,9 @@ def load_engine(cfg: Settings, device: str = "auto", *, initial_prompt: str | No
     from pipeline.qa.rules import hotword_prompt, load_packs
 
     windows = 16 if resolve_device(device).kind == "cpu" else 64
-    prompt = initial_prompt or (hotword_prompt(load_packs(list(cfg.qa_rule_packs))) if hotwords else None)
+    # a forced language takes only its own terms (a mixed prompt pulls windows towards the other language)
+    prompt = initial_prompt or (hotword_prompt(load_packs(list(cfg.qa_rule_packs)), cfg.asr_language)
+                                if hotwords else None)
     return Engine.load(EngineOptions(
         model=cfg.asr_model, cache_dir=cfg.cache_dir / "models", device=device, language=cfg.asr_language,
         threads=cfg.asr_threads, max_batch_items=windows, max_batch_audio_s=30.0 * windows,

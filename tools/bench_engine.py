@@ -15,6 +15,9 @@ tests/fixtures/zh. Every configuration runs on the same calls in one process:
   callqa-floor5   the same with buckets every 1 s from 5 s
   callqa-greedy   windows filled to 30 s in call order, not balanced
   callqa-gap0.5   0.5 s of silence at joins instead of 0.3 s
+  callqa-hotwords a pack's product names as the decoder's initial prompt (English and Mandarin)
+  callqa-hotwords-en  the same with the English names only
+  callqa-numbers  number regions decoded again with a digits prompt (English and Mandarin)
   callqa-per-turn one window per turn (no packing): the baseline packing is measured against
   faster-whisper  CTranslate2 int8 (on CPU) with the same weights, greedy, its own silero VAD
 
@@ -92,6 +95,12 @@ CONFIGS: dict[str, dict] = {
     "callqa-per-turn": {"pack_windows": False},
     "callqa-greedy": {"balance_windows": False},
     "callqa-floor5": {"buckets_s": tuple(float(s) for s in range(5, 31))},
+    # a pack's hotwords as the initial prompt (tools/eval_hotwords.py's terms): does it hurt other speech?
+    "callqa-hotwords": {"initial_prompt": "FlexiSaver，PayGuard，Zenvia Platinum，CoverPlus，QuickLoan Max，"
+                                          "尊享白金卡，分期乐，安心贷，金葵花，薪享通。"},
+    "callqa-hotwords-en": {"initial_prompt": "FlexiSaver, PayGuard, Zenvia Platinum, CoverPlus, QuickLoan Max."},
+    # the digit-biased second decode of number regions (pipeline/asr/number_pass.py)
+    "callqa-numbers": {"number_languages": ("en", "zh")},
 }
 
 

@@ -86,6 +86,8 @@ class EngineOptions:
     initial_prompt: text the decoder sees as the previous window's (hotwords: product names,
         disclosure wording); it biases spelling and vocabulary. Cut to its last tokens so the
         prompt, the task tokens and ``max_new_tokens`` fit the text context.
+    number_languages: languages in which the stretches where a long number is said are decoded
+        a second time with a digits prompt (:mod:`pipeline.asr.number_pass`); empty: off.
     """
 
     model: str = "whisper-base"

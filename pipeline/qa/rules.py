@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 from pipeline.qa.errors import RulePackError
 from pipeline.qa.metrics import Language
 from pipeline.qa.model import PIIType, RuleKind, Severity
-from pipeline.qa.normalize import normalize_phrase
+from pipeline.qa.normalize import is_cjk, normalize_phrase
 
 ScopeRole = Literal["agent", "customer", "any"]
 MatchMode = Literal["any_of", "all_of", "none_of"]
@@ -229,10 +229,19 @@ def load_packs(paths: Iterable[str | Path] = (), *, include_default: bool = True
     )
 
 
-def hotword_prompt(pack: RulePack) -> str | None:
+def hotword_prompt(pack: RulePack, language: str | None = None) -> str | None:
     """The recogniser's initial prompt from the packs' hotwords (None when there are none): the
-    terms as one comma-separated line, the way Whisper's prompts bias vocabulary and spelling."""
-    return "，".join(pack.hotwords) + "。" if pack.hotwords else None
+    terms as one comma-separated line, the way Whisper's prompts bias vocabulary and spelling.
+
+    With a ``language`` ("zh", or any other: Latin-script terms), only that language's terms, in
+    its punctuation. Measured (tools/eval_hotwords.py): a mixed Mandarin-English prompt pulls
+    English windows towards Mandarin and gets echoed, where one language's own prompt does not."""
+    terms = pack.hotwords
+    if language is not None:
+        terms = tuple(t for t in terms if any(is_cjk(ch) for ch in t) == (language == "zh"))
+    if not terms:
+        return None
+    return "，".join(terms) + "。" if language in (None, "zh") else ", ".join(terms) + "."
 
 
 def parse_pack(data: Any, source: str = "<pack>") -> tuple[str, list[str], list[Any]]:

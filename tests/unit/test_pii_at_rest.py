@@ -39,6 +39,14 @@ def test_a_number_split_across_segments_is_masked() -> None:
     assert not any(ch.isdigit() for ch in text_of(t)), text_of(t)
 
 
+def test_numbers_as_the_second_decode_writes_them_are_masked() -> None:
+    for text in ("My card number is 6, 2, 6, 4, 7, 9, 1, 6, 3, 6, 9, 4, 6, 2, 9, 9.",  # fails Luhn
+                 "My mobile number is 4, 1, 10, 6, 8, 4, 8, 10, 8.",  # damaged, taken on its cue
+                 "I read it as 6, 2, 6, 4, 7, 9, 1, 6, 0, 3, 0, 0, 1."):  # no cue, no shape: the backstop
+        t = redact_transcript(call((text, 1.0, 9.0)))
+        assert not any(ch.isdigit() for ch in text_of(t)), text_of(t)
+
+
 def test_short_numbers_are_kept() -> None:
     assert text_of(redact_transcript(call(("I paid 250 dollars on the 3rd", 1.0, 3.0)))) == "I paid 250 dollars on the 3rd"
 

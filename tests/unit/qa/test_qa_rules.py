@@ -157,6 +157,8 @@ def test_hotwords_from_packs_become_one_prompt(tmp_path):
     pack = load_packs([first, second], include_default=False)
     assert pack.hotwords == ("尊享白金卡", "Platinum Plus", "分期乐")
     assert hotword_prompt(pack) == "尊享白金卡，Platinum Plus，分期乐。"
+    assert hotword_prompt(pack, "zh") == "尊享白金卡，分期乐。"  # one language's terms, its punctuation
+    assert hotword_prompt(pack, "en") == "Platinum Plus."
     assert hotword_prompt(load_packs([])) is None
     bad = tmp_path / "c.yaml"
     bad.write_text("pack: c\nhotwords: [ok, '']\nrules: []\n", encoding="utf-8")
