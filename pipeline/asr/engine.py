@@ -210,7 +210,7 @@ class Engine:
         out = [self._assemble(i, call, [d for w in windows if w.call == i for d in decoded[id(w)]], timings[i])
                for i, call in enumerate(calls)]
         if self.numbers is not None:
-            out = self.numbers.run(out, {(w.call, w.channel): w.stream for w in windows})
+            out = self.numbers.run(out, windows)
         return out
 
     # -- stages -------------------------------------------------------------------------------

@@ -17,15 +17,21 @@ first-pass windows (the engine's planner, encoder and memory pool).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import torch
 
 from pipeline.asr.decode import PROMPT_TOKENS, DecodeOptions, DecodeStats, GreedyDecoder
-from pipeline.asr.numbers import NumberRegion, accepted_text, merge_number_texts, plan_number_regions
+from pipeline.asr.numbers import (
+    NumberRegion,
+    accepted_text,
+    extend_to_speech,
+    merge_number_texts,
+    plan_number_regions,
+)
 from pipeline.asr.packing import RATE, PackedWindow, Piece
 from pipeline.asr.transcript import CallTranscript
 
@@ -39,6 +45,15 @@ DIGIT_PROMPTS = {
     "zh": "好的，卡是4, 5, 3, 2, 0, 1, 7, 8, 9, 6。证件是1, 1, 0, 1, 0, 5, 1, 9, 8, 0。电话是1, 3, 9, 0, 0, 2, 1, 4, 5, 6, 7。",
 }
 MIN_NEW_TOKENS = 64
+
+
+class FirstPassWindow(Protocol):
+    """What the number pass reads of a first-pass window."""
+
+    call: int
+    channel: int
+    packed: PackedWindow
+    stream: np.ndarray
 
 
 @dataclass(frozen=True, eq=False)
@@ -75,10 +90,14 @@ class NumberPass:
                 language=lang, candidate_languages=(lang,), max_new_tokens=room,
                 compact_fraction=engine.opts.compact_fraction, prompt_tokens=prompt))
 
-    def run(self, transcripts: list[CallTranscript],
-            streams: Mapping[tuple[int, int], np.ndarray]) -> list[CallTranscript]:
+    def run(self, transcripts: list[CallTranscript], windows: Sequence[FirstPassWindow]) -> list[CallTranscript]:
         """Each call's transcript with its number regions decoded again where that reads better;
-        ``streams[(call, channel)]`` is the channel's 16 kHz audio."""
+        ``windows`` are the first pass's (their channel audio at 16 kHz and speech pieces)."""
+        streams = {(w.call, w.channel): w.stream for w in windows}
+        speech: dict[tuple[int, int], list[tuple[float, float]]] = {}
+        for w in windows:
+            speech.setdefault((w.call, w.channel), []).extend(
+                (p.src_start / RATE, p.src_end / RATE) for p in w.packed.pieces)
         plans = [plan_number_regions(t.segments, t.duration_s, tuple(self.decoders)) for t in transcripts]
         todo: dict[str, list[tuple[_RegionWindow, NumberRegion]]] = {}
         for i, regions in enumerate(plans):
@@ -86,6 +105,7 @@ class NumberPass:
                 stream = streams.get((i, region.channel))
                 if stream is None:
                     continue
+                region = extend_to_speech(region, speech[(i, region.channel)])
                 lo, hi = int(region.start_s * RATE), min(int(region.end_s * RATE), len(stream))
                 if hi - lo < RATE // 2:
                     continue

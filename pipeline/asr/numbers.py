@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pipeline.asr.transcript import Segment
 from pipeline.qa.spoken_numbers import continues_number, longest_digit_run, says_number
@@ -25,6 +25,9 @@ MAX_REGION_S = 28.0  # one decoder window, with room for the padding
 MIN_ACCEPT_DIGITS = 8  # shorter than any card, resident ID or phone number
 MAX_ACCEPT_DIGITS = 24  # longer than any (19 digits) with a misheard digit or two: a repetition loop
 _SENTENCE_END = re.compile(r"[.?!。？！]")
+_ITEM = re.compile(r"[0-9]+|[^\W\d_]+")
+MAX_LOOP_PERIOD = 4
+LOOP_COPIES = 4  # "8, 8, 8" is a number; four copies of the same are a decoder loop
 
 
 @dataclass(frozen=True)
@@ -103,9 +106,40 @@ def merge_number_texts(segments: Sequence[Segment], replacements: Sequence[tuple
     return sorted(kept + added, key=lambda s: (s.start_s, s.channel))
 
 
+def extend_to_speech(
+    region: NumberRegion, spans: Sequence[tuple[float, float]], max_region_s: float = MAX_REGION_S
+) -> NumberRegion:
+    """The region grown to the whole speech spans (VAD, call time) it overlaps, at most
+    ``max_region_s`` long: first-pass segment times can be off by seconds where a window joined
+    turns, and a number cut short fails every check."""
+    start, end = region.start_s, region.end_s
+    for lo, hi in spans:
+        if lo < region.end_s and hi > region.start_s:
+            start, end = min(start, lo), max(end, hi)
+    start = max(start, region.end_s - max_region_s)
+    end = min(end, start + max_region_s)
+    return replace(region, start_s=start, end_s=end)
+
+
+def cut_loop(text: str) -> str:
+    """``text`` up to a repetition loop: a run of 1-4 items (digit groups or words) said four
+    times in a row is kept once ("6, 6, 6, 6, 6, …" -> "6"); loop-free text is returned whole."""
+    items = list(_ITEM.finditer(text))
+    words = [m.group().lower() for m in items]
+    for i in range(len(words)):
+        for period in range(1, MAX_LOOP_PERIOD + 1):
+            if i + LOOP_COPIES * period > len(words):
+                break
+            unit = words[i : i + period]
+            if all(words[i + k * period : i + (k + 1) * period] == unit for k in range(1, LOOP_COPIES)):
+                return text[: items[i + period - 1].end()]
+    return text
+
+
 def accepted_text(new: str, old: str) -> str | None:
     """The second decode's text if it reads as a longer number than the first pass's, cut
     before a repetition loop; None to keep the first pass."""
+    new = cut_loop(new)
     if longest_digit_run(new) > MAX_ACCEPT_DIGITS:
         ends = [m.end() for m in _SENTENCE_END.finditer(new) if longest_digit_run(new[: m.end()]) <= MAX_ACCEPT_DIGITS]
         if not ends:

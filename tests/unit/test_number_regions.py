@@ -1,6 +1,6 @@
 """The plan of the engine's second, digit-biased decode: which stretches, and which text wins."""
 
-from pipeline.asr.numbers import accepted_text, merge_number_texts, plan_number_regions
+from pipeline.asr.numbers import accepted_text, cut_loop, extend_to_speech, merge_number_texts, plan_number_regions
 from pipeline.asr.transcript import Segment
 from pipeline.stages.redaction import _LONG_DIGIT_RUN
 
@@ -72,11 +72,10 @@ def test_the_second_decode_wins_only_when_it_reads_as_a_longer_number() -> None:
 
 
 def test_a_repetition_loop_is_cut_at_the_sentence_before_it_or_dropped() -> None:
-    looped = "My ID number is 3, 2, 0, 1, 0, 2, 2, 0, 0, 2, 0, 1, 0, 8, 0, 1, 8 2. " + "1, 0, " * 40
-    assert (
-        accepted_text(looped, "My number is 3.")
-        == "My ID number is 3, 2, 0, 1, 0, 2, 2, 0, 0, 2, 0, 1, 0, 8, 0, 1, 8 2."
-    )
+    said = "My ID number is 3, 2, 0, 1, 0, 2, 2, 0, 0, 2, 0, 1, 0, 8, 0, 1, 8 2."
+    looped = said + " " + ", ".join("31415926535897932384626")  # runs on past any number's length
+    assert accepted_text(looped, "My number is 3.") == said
+    assert accepted_text(said + " " + "1, 0, " * 40, "My number is 3.") == said + " 1, 0"  # a loop kept once
     assert accepted_text("1, " * 60, "My number is 3.") is None
 
 
@@ -90,3 +89,20 @@ def test_redaction_backstop_masks_card_length_runs_as_asr_writes_them() -> None:
         assert _LONG_DIGIT_RUN.fullmatch(text), text
     for text in ("4, 5, 1, 2", "2024-03-15", "1,280.50", "12 28 123"):
         assert not _LONG_DIGIT_RUN.search(text), text
+
+
+def test_a_decoder_loop_is_cut_after_its_first_copy() -> None:
+    assert cut_loop("My mobile number is 1, 5, 10, 8, 8, 8, 10, 10, 10, 10, 10, 10") == (
+        "My mobile number is 1, 5, 10, 8, 8, 8, 10"
+    )
+    assert cut_loop("And the card is 6, 6, 6, 6, 6, 6") == "And the card is 6"
+    assert cut_loop("1, 2, 1, 2, 1, 2, 1, 2, 1, 2") == "1, 2"
+    assert cut_loop("3, 1, 0, 1, 0, 4, 1, 9, 8, 8, 0, 1") == "3, 1, 0, 1, 0, 4, 1, 9, 8, 8, 0, 1"  # three 1-0s at most
+
+
+def test_a_region_grows_to_the_speech_it_overlaps_within_one_window() -> None:
+    [region] = plan_number_regions([seg(1, 15.8, 22.4, "My number is 3, 1, 0, 1, 0, 4, 1, 9, 8, 8.")], 60.0)
+    grown = extend_to_speech(region, [(2.0, 5.0), (15.6, 27.9), (35.0, 40.0)])
+    assert (grown.start_s, grown.end_s, grown.segments) == (15.5, 27.9, region.segments)
+    capped = extend_to_speech(region, [(0.0, 60.0)], max_region_s=20.0)
+    assert capped.end_s - capped.start_s == 20.0 and capped.start_s <= region.start_s
