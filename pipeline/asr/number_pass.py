@@ -24,15 +24,17 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 import torch
 
-from pipeline.asr.decode import PROMPT_TOKENS, DecodeOptions, DecodeStats, GreedyDecoder
+from pipeline.asr.decode import PROMPT_TOKENS, TIME_STEP_S, DecodeOptions, DecodeStats, GreedyDecoder
 from pipeline.asr.numbers import (
     NumberRegion,
     accepted_text,
+    cut_loop,
     extend_to_speech,
     merge_number_texts,
     plan_number_regions,
 )
 from pipeline.asr.packing import RATE, PackedWindow, Piece
+from pipeline.asr.timing import timed_spans
 from pipeline.asr.transcript import CallTranscript
 
 if TYPE_CHECKING:
@@ -45,6 +47,8 @@ DIGIT_PROMPTS = {
     "zh": "好的，卡是4, 5, 3, 2, 0, 1, 7, 8, 9, 6。证件是1, 1, 0, 1, 0, 5, 1, 9, 8, 0。电话是1, 3, 9, 0, 0, 2, 1, 4, 5, 6, 7。",
 }
 MIN_NEW_TOKENS = 64
+MIN_RESUME_S = 1.0  # audio left after the model's last timestamp that is decoded once more
+MAX_ROUNDS = 2
 
 
 class FirstPassWindow(Protocol):
@@ -113,16 +117,41 @@ class NumberPass:
                 todo.setdefault(region.language, []).append((window, region))
         texts: dict[int, list[tuple[NumberRegion, str]]] = {}
         for lang, items in todo.items():
-            results = self._decode(lang, [w for w, _ in items])
+            decoded = self._decode_texts(lang, [w for w, _ in items])
             for window, region in items:
                 self.regions += 1
                 old = " ".join(transcripts[window.call].segments[i].text for i in region.segments)
-                new = accepted_text(self.engine._text(results[id(window)], lang), old)
+                new = accepted_text(decoded[id(window)], old)
                 if new is not None:
                     self.replaced += 1
                     texts.setdefault(window.call, []).append((region, new))
         return [dataclasses.replace(t, segments=merge_number_texts(t.segments, texts[i])) if i in texts else t
                 for i, t in enumerate(transcripts)]
+
+    def _decode_texts(self, lang: str, windows: list[_RegionWindow]) -> dict[int, str]:
+        """Text of each window (by id). Where the model ended early, more than ``MIN_RESUME_S``
+        before the audio did, the rest is decoded once more and its text appended (as the first
+        pass resumes a window): a number read slowly otherwise loses its last groups."""
+        tb = self.engine.tokenizer.special.timestamp_begin
+        parts: dict[int, list[str]] = {id(w): [] for w in windows}
+        todo = [(w, id(w)) for w in windows]
+        for _ in range(MAX_ROUNDS):
+            results = self._decode(lang, [w for w, _ in todo])
+            later = []
+            for w, origin in todo:
+                tokens = results[id(w)]
+                text = self.engine._text(tokens, lang)
+                parts[origin].append(text)
+                spans = timed_spans(tokens, tb, TIME_STEP_S, w.duration_s)
+                done_s = spans[-1].end_s if spans else w.duration_s
+                if w.duration_s - done_s > MIN_RESUME_S and cut_loop(text) == text:
+                    rest = w.packed.after(done_s)
+                    if rest is not None:
+                        later.append((_RegionWindow(w.call, w.channel, rest, w.stream), origin))
+            if not later:
+                break
+            todo = later
+        return {k: " ".join(p for p in v if p) for k, v in parts.items()}
 
     @torch.inference_mode()
     def _decode(self, lang: str, windows: list[_RegionWindow]) -> dict[int, list[int]]:

@@ -27,7 +27,7 @@ MAX_ACCEPT_DIGITS = 24  # longer than any (19 digits) with a misheard digit or t
 _SENTENCE_END = re.compile(r"[.?!。？！]")
 _ITEM = re.compile(r"[0-9]+|[^\W\d_]+")
 MAX_LOOP_PERIOD = 4
-LOOP_COPIES = 4  # "8, 8, 8" is a number; four copies of the same are a decoder loop
+LOOP_COPIES = 6  # "8, 8, 8" (even misheard as "9, 9, 9, 9") is a number; six copies of the same are a loop
 
 
 @dataclass(frozen=True)
@@ -122,7 +122,7 @@ def extend_to_speech(
 
 
 def cut_loop(text: str) -> str:
-    """``text`` up to a repetition loop: a run of 1-4 items (digit groups or words) said four
+    """``text`` up to a repetition loop: a run of 1-4 items (digit groups or words) said six
     times in a row is kept once ("6, 6, 6, 6, 6, …" -> "6"); loop-free text is returned whole."""
     items = list(_ITEM.finditer(text))
     words = [m.group().lower() for m in items]

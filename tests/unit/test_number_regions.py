@@ -96,8 +96,9 @@ def test_a_decoder_loop_is_cut_after_its_first_copy() -> None:
         "My mobile number is 1, 5, 10, 8, 8, 8, 10"
     )
     assert cut_loop("And the card is 6, 6, 6, 6, 6, 6") == "And the card is 6"
-    assert cut_loop("1, 2, 1, 2, 1, 2, 1, 2, 1, 2") == "1, 2"
-    assert cut_loop("3, 1, 0, 1, 0, 4, 1, 9, 8, 8, 0, 1") == "3, 1, 0, 1, 0, 4, 1, 9, 8, 8, 0, 1"  # three 1-0s at most
+    assert cut_loop("1, 2, 1, 2, 1, 2, 1, 2, 1, 2, 1, 2, 1, 2") == "1, 2"
+    # a misheard digit repeated a few times is still a number, not a loop
+    assert cut_loop("6, 2, 7, 9, 9, 9, 9, 9, 4, 6, 1, 9, 3, 7") == "6, 2, 7, 9, 9, 9, 9, 9, 4, 6, 1, 9, 3, 7"
 
 
 def test_a_region_grows_to_the_speech_it_overlaps_within_one_window() -> None:
