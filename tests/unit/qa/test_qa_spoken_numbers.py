@@ -113,5 +113,7 @@ def test_digit_runs_and_number_regions():
     assert says_number("My name is 101, 101, 196, I'm 9423")  # digits, no cue
     assert says_number("我的身份证号是")
     assert not says_number("Let me check that for you.")
+    assert not says_number("I am sorry to hear that, let me pull up your account.")  # mentioned, not read
+    assert not says_number("Please keep your phone nearby in case the driver needs to call you.")
     assert continues_number("Mirror 4.") and continues_number("I am 441.")
     assert not continues_number("Can you spell your last name for me please?")
