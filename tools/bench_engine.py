@@ -87,6 +87,7 @@ class RssSampler:
 # name -> EngineOptions changes from the defaults
 CONFIGS: dict[str, dict] = {
     "callqa": {},
+    "callqa-fp32": {"encoder_dtype": "float32", "cross_kv_dtype": "float32"},
     "callqa-bf16": {"dtype": "bfloat16"},
     "callqa-int8": {"dtype": "float32", "quantize": "int8"},
     "callqa-30s": {"buckets_s": FULL_CONTEXT_S},
