@@ -123,12 +123,11 @@ class EngineOptions:
 
 @dataclass(frozen=True)
 class _Decoded:
-    """One decode of (part of) a window: its timed texts, kept up to until_s (window time)."""
+    """One decode of (part of) a window: its kept timed texts (none after a loop or a cut-off)."""
 
     window: _Window
     result: WindowDecode
     spans: list[tuple[TimedSpan, str]]
-    until_s: float
 
 
 @dataclass(frozen=True, eq=False)
@@ -243,13 +242,13 @@ class Engine:
             for w, origin in todo:
                 result = results[id(w)]
                 if not self._keep(result):  # no speech after all
-                    out[origin].append(_Decoded(w, result, [], 0.0))
+                    out[origin].append(_Decoded(w, result, []))
                     continue
                 spans = [(span, self._text(list(span.tokens), result.language)) for span in
                          timed_spans(result.tokens, self.tokenizer.special.timestamp_begin, TIME_STEP_S, w.duration_s)]
                 cover = coverage(spans, w.packed, result.complete, self.opts.compression_ratio_threshold,
                                  self.opts.min_resume_s)
-                out[origin].append(_Decoded(w, result, spans, cover.until_s))
+                out[origin].append(_Decoded(w, result, spans[: cover.kept]))
                 if cover.resume_s is None or n_pass == self.opts.max_passes - 1:
                     continue
                 if cover.resume_s >= MIN_PROGRESS_S:
@@ -329,7 +328,7 @@ class Engine:
         votes: dict[int, Counter] = defaultdict(Counter)
         for d in decoded:
             w, language = d.window, d.result.language
-            pieces = window_texts(d.spans, w.packed, d.until_s, self.opts.split_pause_s)
+            pieces = window_texts(d.spans, w.packed, self.opts.split_pause_s)
             votes[w.channel][language] += sum(p.end_s - p.start_s for p in pieces)  # transcribed seconds
             segments += [Segment(role=call.roles[w.channel], channel=w.channel, start_s=round(p.start_s, 3),
                                  end_s=round(p.end_s, 3), text=p.text, language=language) for p in pieces]

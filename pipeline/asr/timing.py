@@ -67,11 +67,12 @@ def timed_spans(tokens: list[int], timestamp_begin: int, step_s: float, window_s
 class Coverage:
     """How much of a window its decode transcribed well.
 
-    until_s: spans ending by then are kept (window time; inf: all).
+    kept: how many leading spans are kept (a loop or a cut-off span and all after it are not; counted,
+        not timed: a loop can start at the window's very end, where its span lasts no time at all).
     resume_s: where to decode the window again from (None: nothing left to do).
     """
 
-    until_s: float
+    kept: int
     resume_s: float | None
 
 
@@ -85,15 +86,15 @@ def coverage(spans: list[tuple[TimedSpan, str]], window: PackedWindow, complete:
     window ends at a pause, never inside a word (Whisper, cutting audio every 30 s, re-decodes
     such a span instead; on Mandarin it often writes no timestamps at all)."""
     good_end, previous = 0.0, None
-    for span, text in spans:
+    for kept, (span, text) in enumerate(spans):
         cut = not span.closed and not complete
         if cut or text == previous or compression_ratio(text) > max_compression:
-            return Coverage(good_end, good_end)
+            return Coverage(kept, good_end)
         good_end, previous = span.end_s, text
     if not complete:
-        return Coverage(good_end, good_end)
+        return Coverage(len(spans), good_end)
     rest = _audio_s(window, good_end, window.duration_s)
-    return Coverage(float("inf"), good_end if rest > min_rest_s else None)
+    return Coverage(len(spans), good_end if rest > min_rest_s else None)
 
 
 def _units(text: str) -> tuple[list[str], str]:
@@ -152,15 +153,11 @@ def has_words(text: str) -> bool:
     return any(ch.isalnum() for ch in text)
 
 
-def window_texts(spans: list[tuple[TimedSpan, str]], window: PackedWindow, until_s: float,
-                 min_pause_s: float) -> list[TimedText]:
-    """The call-time pieces of one window's spans that end by until_s; consecutive repeats and
-    word-less texts dropped."""
+def window_texts(spans: list[tuple[TimedSpan, str]], window: PackedWindow, min_pause_s: float) -> list[TimedText]:
+    """The call-time pieces of one window's (kept) spans; consecutive repeats and word-less texts dropped."""
     out: list[TimedText] = []
     previous = None
     for span, text in spans:
-        if span.end_s > until_s + 1e-6:
-            break
         if has_words(text) and text != previous:
             out.extend(call_segments(span, text, window, min_pause_s))
         previous = text

@@ -106,25 +106,28 @@ def spans_of(*items: tuple[float, float, str, bool]) -> list[tuple[TimedSpan, st
 def test_repeats_and_word_less_texts_are_dropped_and_loops_compress_well():
     [window] = pack_regions(regions((0, 10)))
     spans = spans_of((0, 2, "again", True), (2, 4, "again", True), (4, 5, " 。 ", True), (5, 6, "done", True))
-    assert [t.text for t in window_texts(spans, window, float("inf"), 1.0)] == ["again", "done"]
-    assert [t.text for t in window_texts(spans, window, 4.0, 1.0)] == ["again"]
+    assert [t.text for t in window_texts(spans, window, 1.0)] == ["again", "done"]
     assert compression_ratio("thank you " * 30) > 2.4 > compression_ratio("Thank you for calling, how can I help?")
 
 
 def test_decoding_resumes_after_a_loop_a_cut_or_an_early_end():
     [window] = pack_regions(regions((0, 10), (20, 30)), gap_s=0.3)  # a 20.3 s window
     good = spans_of((0, 4, "hello there", True), (4, 8, "how are you", True))
-    assert coverage(good, window, True, 2.4, 1.0) == Coverage(float("inf"), 8.0)  # stopped 12 s early
+    assert coverage(good, window, True, 2.4, 1.0) == Coverage(2, 8.0)  # stopped 12 s early
     done = spans_of((0, 10, "hello there", True), (10.3, 19.8, "how are you", True))
-    assert coverage(done, window, True, 2.4, 1.0) == Coverage(float("inf"), None)
+    assert coverage(done, window, True, 2.4, 1.0) == Coverage(2, None)
     looped = good + spans_of((8, 9, "how are you", True), (9, 10, "how are you", True))
-    assert coverage(looped, window, True, 2.4, 1.0) == Coverage(8.0, 8.0)
+    assert coverage(looped, window, True, 2.4, 1.0) == Coverage(2, 8.0)
     cut = good + spans_of((8, 20.3, "and then", False))
-    assert coverage(cut, window, False, 2.4, 1.0) == Coverage(8.0, 8.0)
-    assert coverage(spans_of((0, 5, "la " * 40, True)), window, True, 2.4, 1.0) == Coverage(0.0, 0.0)
+    assert coverage(cut, window, False, 2.4, 1.0) == Coverage(2, 8.0)
+    assert coverage(spans_of((0, 5, "la " * 40, True)), window, True, 2.4, 1.0) == Coverage(0, 0.0)
     # the model's own end-of-text after an open span: the span runs to the window's end
     assert coverage(good + spans_of((8, 20.3, "and then", False)), window, True, 2.4, 1.0) == Coverage(
-        float("inf"), None)
+        3, None)
+    # a loop that starts at the window's very end (an open span of no duration) is not kept
+    full = good + spans_of((8, 20.3, "and then", True))
+    at_end = full + spans_of((20.3, 20.3, "音的通话将会被录音" * 12, False))
+    assert coverage(at_end, window, False, 2.4, 1.0) == Coverage(3, 20.3)
 
 
 def test_the_rest_of_a_window_keeps_its_call_times():
