@@ -17,6 +17,11 @@ from pipeline.asr.packing import RATE, PackedWindow
 
 MIN_PART_S = 0.4  # a split part with less audio than this gets no text
 CLAUSE_END = frozenset(",.?!;:，。？！；：、")
+# Text written into (almost) no audio: faster than anyone speaks. Whisper does this when it starts
+# reading its window again from the top at the end of it.
+MAX_TOKENS_PER_S = 30.0
+MIN_RATE_TOKENS = 8  # shorter texts may sit between two close timestamps honestly
+MIN_REPEAT_CHARS = 12  # an earlier span's text inside a later one, at least this long: a restart
 
 
 @dataclass(frozen=True)
@@ -78,23 +83,37 @@ class Coverage:
 
 def coverage(spans: list[tuple[TimedSpan, str]], window: PackedWindow, complete: bool,
              max_compression: float, min_rest_s: float) -> Coverage:
-    """Good spans run up to the first that loops (repeats the one before, or compresses like a
-    loop) or was cut off by the token cap; decoding resumes after them. A window the model
+    """Good spans run up to the first that loops (:func:`_loops`) or was cut off by the token cap; decoding resumes after them. A window the model
     ended early, with more than min_rest_s of audio after its last span, resumes too.
 
     A last span the model ended without a closing timestamp runs to the window's end: a packed
     window ends at a pause, never inside a word (Whisper, cutting audio every 30 s, re-decodes
     such a span instead; on Mandarin it often writes no timestamps at all)."""
-    good_end, previous = 0.0, None
+    good_end, earlier = 0.0, []
     for kept, (span, text) in enumerate(spans):
         cut = not span.closed and not complete
-        if cut or text == previous or compression_ratio(text) > max_compression:
+        if cut or _loops(span, text, earlier, max_compression):
             return Coverage(kept, good_end)
-        good_end, previous = span.end_s, text
+        good_end = span.end_s
+        earlier.append(text.strip())
     if not complete:
         return Coverage(len(spans), good_end)
     rest = _audio_s(window, good_end, window.duration_s)
     return Coverage(len(spans), good_end if rest > min_rest_s else None)
+
+
+def _loops(span: TimedSpan, text: str, earlier: list[str], max_compression: float) -> bool:
+    """A span that repeats the one before, compresses like a loop, holds an earlier span's text
+    again (the window read from the top once more), or is written faster than speech."""
+    stripped = text.strip()
+    if earlier and stripped == earlier[-1]:
+        return True
+    if compression_ratio(text) > max_compression:
+        return True
+    if any(len(e) >= MIN_REPEAT_CHARS and e in stripped for e in earlier):
+        return True
+    n = len(span.tokens)
+    return n >= MIN_RATE_TOKENS and n > MAX_TOKENS_PER_S * (span.end_s - span.start_s)
 
 
 def _units(text: str) -> tuple[list[str], str]:

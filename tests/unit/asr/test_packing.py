@@ -128,6 +128,16 @@ def test_decoding_resumes_after_a_loop_a_cut_or_an_early_end():
     full = good + spans_of((8, 20.3, "and then", True))
     at_end = full + spans_of((20.3, 20.3, "音的通话将会被录音" * 12, False))
     assert coverage(at_end, window, False, 2.4, 1.0) == Coverage(3, 20.3)
+    # the window read again from the top at its end: an earlier span's text once more, or text
+    # written into almost no audio, ends the good part
+    restart = spans_of((0, 4, "hello there, how are you", True), (4, 9, "fine thanks", True),
+                       (9, 15, "hello there, how are you today", True))
+    assert coverage(restart, window, False, 2.4, 1.0) == Coverage(2, 9.0)
+    rushed = [(TimedSpan(0, 4, (1,) * 10), "hello there"), (TimedSpan(4, 4.1, (1,) * 12), "a whole new sentence here")]
+    assert coverage(rushed, window, True, 2.4, 1.0) == Coverage(1, 4.0)
+    # a short reply said twice in a window is speech, not a loop
+    twice = spans_of((0, 1, "Okay.", True), (1, 3, "I see what you mean", True), (3, 4, "Okay.", True))
+    assert coverage(twice, window, True, 2.4, 1.0).kept == 3
 
 
 def test_the_rest_of_a_window_keeps_its_call_times():
