@@ -89,7 +89,8 @@ def coverage(spans: list[tuple[TimedSpan, str]], window: PackedWindow, complete:
     A last span the model ended without a closing timestamp runs to the window's end: a packed
     window ends at a pause, never inside a word (Whisper, cutting audio every 30 s, re-decodes
     such a span instead; on Mandarin it often writes no timestamps at all)."""
-    good_end, earlier = 0.0, []
+    good_end = 0.0
+    earlier: list[str] = []
     for kept, (span, text) in enumerate(spans):
         cut = not span.closed and not complete
         if cut or _loops(span, text, earlier, max_compression):
