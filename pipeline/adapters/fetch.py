@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import soundfile
 
-from pipeline.asr.audio import CallAudio, _roles_for
+from pipeline.asr.audio import CallAudio, roles_for
 from pipeline.asr.errors import AudioDecodeError
 from pipeline.events import RoutedCall
 from pipeline.stages.asr import AsrInput, Fetched
@@ -98,7 +98,7 @@ def decode_bounded(call: RoutedCall, data: bytes) -> CallAudio:
     if len(decoded) == 0:
         raise AudioDecodeError(f"audio {call.call_id} has no samples")
     samples = np.ascontiguousarray(decoded.T)
-    return CallAudio(call.call_id, samples, int(call.sample_rate_hz), _roles_for(len(samples), roles_by_channel(call)))
+    return CallAudio(call.call_id, samples, int(call.sample_rate_hz), roles_for(len(samples), roles_by_channel(call)))
 
 
 def _open(call: RoutedCall, data: bytes) -> soundfile.SoundFile:

@@ -55,7 +55,7 @@ class CallAudio:
         return self.samples.shape[1] / self.sample_rate
 
 
-def _roles_for(channels: int, roles: Mapping[int, str] | None) -> tuple[str, ...]:
+def roles_for(channels: int, roles: Mapping[int, str] | None) -> tuple[str, ...]:
     if channels == 1:
         return (roles[0],) if roles and len(roles) == 1 and 0 in roles else (MIXED_ROLE,)
     roles = roles or {}
@@ -90,7 +90,7 @@ def load_call_audio(
         call_id=call_id or default_id,
         samples=samples,
         sample_rate=int(rate),
-        roles=_roles_for(samples.shape[0], roles),
+        roles=roles_for(samples.shape[0], roles),
     )
 
 

@@ -69,16 +69,15 @@ class Device:
         """The encoder's dtype. Its large matrix products run about 2.5x faster in bf16 where the
         CPU computes it natively (AMX), and the engine encodes one window per call on CPU, so a
         window's features never depend on its batch-mates (pipeline/asr/README.md)."""
-        if requested != "auto":
-            return getattr(torch, requested)
-        if self.kind == "cpu" and model_dtype == torch.float32 and torch.ops.mkldnn._is_mkldnn_bf16_supported():
-            return torch.bfloat16
-        return model_dtype
+        return self._narrow_on_cpu(model_dtype, requested)
 
     def cross_kv_dtype(self, model_dtype: torch.dtype, requested: DtypeName) -> torch.dtype:
         """The cross-attention cache's dtype. Each decoder step reads every row's whole cache, so
-        on CPU it is bandwidth-bound: bf16 halves it where the CPU computes bf16 natively
-        (AVX512-BF16/AMX), with identical text on the measured batches (pipeline/asr/README.md)."""
+        on CPU it is bandwidth-bound: bf16 halves it, with identical text on the measured batches."""
+        return self._narrow_on_cpu(model_dtype, requested)
+
+    def _narrow_on_cpu(self, model_dtype: torch.dtype, requested: DtypeName) -> torch.dtype:
+        """bf16 for an fp32 model on a CPU that computes bf16 natively (AVX512-BF16/AMX), unless asked otherwise."""
         if requested != "auto":
             return getattr(torch, requested)
         if self.kind == "cpu" and model_dtype == torch.float32 and torch.ops.mkldnn._is_mkldnn_bf16_supported():

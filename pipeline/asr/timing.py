@@ -83,8 +83,9 @@ class Coverage:
 
 def coverage(spans: list[tuple[TimedSpan, str]], window: PackedWindow, complete: bool,
              max_compression: float, min_rest_s: float) -> Coverage:
-    """Good spans run up to the first that loops (:func:`_loops`) or was cut off by the token cap; decoding resumes after them. A window the model
-    ended early, with more than min_rest_s of audio after its last span, resumes too.
+    """Good spans run up to the first that loops (:func:`_loops`) or was cut off by the token
+    cap; decoding resumes after them. A window the model ended early, with more than min_rest_s
+    of audio after its last span, resumes too.
 
     A last span the model ended without a closing timestamp runs to the window's end: a packed
     window ends at a pause, never inside a word (Whisper, cutting audio every 30 s, re-decodes

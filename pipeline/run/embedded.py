@@ -29,7 +29,7 @@ from pipeline.adapters.file_store import FileStore
 from pipeline.errors import DecodeError
 from pipeline.events import AudioArrived, DeadLetter, ObjectRef, RoutedCall, Transcript, decode, encode
 from pipeline.qa import CallQAResult, QAEngine, read_results_jsonl, write_report
-from pipeline.run.progress_bar import AudioProgress, audio_ms  # noqa: F401 - audio_ms re-exported
+from pipeline.run.progress_bar import AudioProgress
 from pipeline.stages.asr import AsrBatch, AsrInput, AsrStage, SpeechEngine, Transcribed
 from pipeline.stages.batching import BatchBudget, plan_batches
 from pipeline.stages.outcomes import Dead

@@ -9,7 +9,7 @@ import warnings
 from tqdm import tqdm
 
 from pipeline.events import RoutedCall
-from pipeline.run.embedded import audio_ms
+from pipeline.run.progress_bar import audio_ms
 from tests.fakes import routed
 
 
