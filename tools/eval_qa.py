@@ -43,8 +43,6 @@ from tools.bench_corpus import EN_POOL, espeak, zh_clips  # noqa: E402
 from tools.eval_qa_calls import KINDS, CallScript, make_scripts  # noqa: E402
 
 RATE = 8_000
-# The customer is espeak's plain US voice: its variants read digits that Whisper base hears as
-# words ("nine" as "I'm", "five" as "time"; measured on one 16-digit card, see the report)
 # The customer reads the numbers. Whisper base hears espeak's digits badly at 8 kHz ("nine" as
 # "I'm" or "M", "three" as "free", "eight" as "big"); of the voices tried on 9 random 16-digit
 # cards, en-us+f4 with commas between digits came out best (digit-sequence similarity 0.80,
@@ -171,9 +169,10 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="write calls, transcripts and findings as JSON")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--prompt", help="the decoder's initial prompt (default: the packs' hotwords)")
-    parser.add_argument("--numbers", default="",
+    parser.add_argument("--numbers",
                         help="languages of the engine's digit-biased second decode of number regions, e.g. 'en' or "
-                             "'en,zh' (default: off, the first pass only)")
+                             "'en,zh'; 'none' for the first pass only (default: callqa run's, the settings' "
+                             "asr_number_languages)")
     parser.add_argument("--reuse", action="store_true",
                         help="reuse transcripts of identical audio from an earlier run (QA changes only)")
     args = parser.parse_args()
@@ -185,7 +184,8 @@ def main() -> None:
     wavs = [render(c, voices, rng) for c in calls]
     audio_s = sum(sf.info(io.BytesIO(w)).duration for w in wavs)
     started = time.perf_counter()
-    numbers = tuple(x for x in args.numbers.split(",") if x)
+    numbers = Settings().asr_number_languages if args.numbers is None else tuple(
+        x for x in args.numbers.split(",") if x and x != "none")
     transcripts = transcribe(calls, wavs, args.device, args.cache / "transcripts" if args.reuse else None, args.prompt,
                              numbers)
     asr_s = time.perf_counter() - started
