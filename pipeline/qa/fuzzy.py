@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 
 from pypinyin import lazy_pinyin
+from rapidfuzz import process
 from rapidfuzz.distance import Indel
 
 from pipeline.qa.normalize import is_cjk
@@ -101,6 +102,11 @@ def best_alignment(phrase: list[Token], text: list[Token]) -> Alignment | None:
 
 
 def plausible(phrase: list[Token], text_sounds: frozenset[str], min_similarity: float) -> bool:
-    """Cheap filter before aligning: enough of the phrase's tokens appear in the text at all."""
-    shared = sum(1 for t in phrase if t.sound in text_sounds)
+    """Cheap filter before aligning: enough of the phrase's tokens appear in the text at all,
+    exactly or (English) spelt nearly the same, since a near word substitutes cheaply."""
+    shared = sum(1 for t in phrase if t.sound in text_sounds or (not t.cjk and _near_any(t.sound, text_sounds)))
     return shared >= len(phrase) * min_similarity - 1
+
+
+def _near_any(word: str, text_sounds: frozenset[str]) -> bool:
+    return process.extractOne(word, text_sounds, scorer=Indel.normalized_similarity, score_cutoff=NEAR_WORD) is not None

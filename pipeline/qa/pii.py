@@ -14,10 +14,11 @@ digits is a likely card (redaction fails closed on card-length runs), 17-19
 characters around a plausible birth date a likely resident ID, 10-12 digits
 starting 1[3-9] a likely CN mobile. A run of 9-20 digits that none of that takes is
 still taken right after a cue naming its kind ("my card number is …", 身份证号是…;
-:mod:`pipeline.qa.spoken_numbers`). Those hits carry a lower confidence; digit
-groups right next to a hit in the same run are masked with it. A hit reports type,
-role, time and confidence only — never the digits — and the original text range
-it covers, for redaction.
+:mod:`pipeline.qa.spoken_numbers`), and runs of card or ID length only together,
+across a stray word or two ASR wrote inside the number ("196, I'm 9423"), are masked
+as one. Those hits carry a lower confidence; digit groups right next to a hit in the
+same run are masked with it. A hit reports type, role, time and confidence only —
+never the digits — and the original text range it covers, for redaction.
 """
 
 from __future__ import annotations
@@ -39,8 +40,15 @@ MIN_NUMBER_DIGITS = 8  # shorter than any number taken (a '+' number of 8 digits
 LIKELY_CONFIDENCE = 0.6  # a number taken by its shape, its checksum failed (ASR error)
 CUED_CONFIDENCE = 0.5  # a digit run taken on the cue before it alone (pipeline.qa.spoken_numbers)
 MAX_ABSORB_DIGITS = 24  # a hit swallows neighbouring digit groups up to this length
+BRIDGED_CONFIDENCE = 0.4  # digit runs joined across a stray word (_bridged_numbers)
 
 _GROUP = re.compile(r"(?<![0-9a-z])(\+?)([0-9]+)(x?)(?![0-9a-z])")
+# between two digit runs: one to three short words, no digit, no line break (a turn change),
+# none of the words that put numbers side by side as dates, times, ranges or amounts
+_BRIDGE = re.compile(
+    r"(?! .*\b(?:at|on|from|to|till|until|by|of|or|in|per|past|and a half)\b)"
+    r" [a-z']{1,5}(?: [a-z']{1,5}){0,2} "
+)
 _ID_WEIGHTS = tuple(pow(2, 17 - i, 11) for i in range(17))
 _ID_CHECK = "10x98765432"
 _CN_MOBILE = re.compile(r"1[3-9][0-9]{9}")
@@ -157,11 +165,17 @@ def find_pii(
             _Group(m.start(), m.end(), m.group(2), m.group(1) == "+", m.group(3) == "x")
             for m in _GROUP.finditer(stream)
         ]
+        untaken = []
         for chain in _chains(groups, stream):
             numbers = _numbers_in_chain(chain) or _cued_number(chain, stream)
+            if not numbers:
+                untaken.append(chain)
             for first, last, kind, confidence in numbers:
                 if kind in types:
                     hits.append(_hit(kind, first.start, last.end, segments, norms, offsets, confidence))
+        for first, last, kind in _bridged_numbers(untaken, stream):
+            if kind in types:
+                hits.append(_hit(kind, first.start, last.end, segments, norms, offsets, BRIDGED_CONFIDENCE))
     return sorted(hits, key=lambda h: (h.start_s, h.type))
 
 
@@ -193,6 +207,28 @@ def _chains(groups: list[_Group], stream: str) -> list[list[_Group]]:
         else:
             chains.append([group])
     return chains
+
+
+def _bridged_numbers(untaken: list[list[_Group]], stream: str) -> list[tuple[_Group, _Group, PIIType]]:
+    """Runs no check, shape or cue took, joined across a few short words ASR wrote inside a
+    long number (a digit misheard as "I'm", "and I am"): together they are masked as one
+    number when they reach card or ID length, or follow a cue naming their kind."""
+    found: list[tuple[_Group, _Group, PIIType]] = []
+    run: list[_Group] = []
+    joined = 0
+    for chain in [*untaken, []]:
+        if chain and run and _BRIDGE.fullmatch(stream, run[-1].end, chain[0].start):
+            run += chain
+            joined += 1
+            continue
+        if joined:
+            kind = classify_likely("".join(g.digits for g in run))
+            if kind in ("bank_card", "cn_resident_id"):
+                found.append((run[0], run[-1], kind))
+            else:
+                found += [(first, last, kind) for first, last, kind, _ in _cued_number(run, stream)]
+        run, joined = list(chain), 0
+    return found
 
 
 _Number = tuple[int, int, PIIType, float]  # first group, last group, type, confidence

@@ -97,6 +97,14 @@ def test_asserted_is_a_violation(text):
     assert len(findings(FORBIDDEN, seg("agent", 0, 5, text))) == 1
 
 
+def test_a_phrase_with_every_word_slightly_misheard_is_still_aligned():
+    # no word of "guarantee your returns" is said exactly, yet each is nearly: one phrase
+    rule = {"id": "promise", "kind": "forbidden_phrase", "min_similarity": 0.85, "phrases": ["guarantee your returns"]}
+    (finding,) = findings(rule, seg("agent", 0, 5, "With this plan we guarantee you return some time."))
+    assert 0.85 <= finding.confidence < 1.0
+    assert findings(rule, seg("agent", 0, 5, "We guarantee you will get a reply by email.")) == []
+
+
 def test_context_can_be_switched_off_per_rule():
     rule = {**FORBIDDEN, "ignore_negated": False, "ignore_questions": False}
     assert len(findings(rule, seg("agent", 0, 5, "We cannot guarantee returns."))) == 1

@@ -131,6 +131,25 @@ def test_a_number_split_across_segments_with_a_word_run():
     assert redacted == ["It is [CARD],", "[CARD]."]
 
 
+def test_a_long_number_broken_by_a_stray_word_is_masked_whole():
+    # what the engine wrote for a spoken 18-digit ID: "number" heard as "name", a digit as "I'm"
+    hits, redacted = detect(seg("customer", 0, 12, "My name is 101, 101, 196, I'm 9423, 4, I'm 10, wait, I told you"))
+    assert [(h.type, h.confidence) for h in hits] == [("bank_card", 0.4)]
+    assert redacted == ["My name is [CARD], wait, I told you"]
+    # after a cue naming the kind, ten of sixteen digits heard are still that kind
+    hits, redacted = detect(seg("customer", 0, 12, "My card number is 6-2, and I am 9-6-9, and I am 4-6-1, I am 3-7."))
+    assert [(h.type, h.confidence) for h in hits] == [("bank_card", 0.4)]
+    assert redacted == ["My card number is [CARD]."]
+    # short runs joined by words stay what they are: an order, an amount, a date range
+    for text in ("order 12345 and 678 dollars", "ref 1234 5678 and 9911", "from 2024 0315 to 2025 0315 at 10 30",
+                 "my phone line was down on 2024 03 15 at 10 30"):
+        hits, _ = detect(seg("agent", 0, 6, text))
+        assert hits == [], text
+    # a turn change or a long pause ends the bridge
+    hits, _ = detect(seg("customer", 0, 4, "it is 4532 0151 1283"), seg("agent", 4.5, 6, "and 0366 5521"))
+    assert hits == []
+
+
 def test_likely_shapes_and_what_is_not_a_number():
     assert classify_likely("453914881234567") == "bank_card"  # 15 digits
     assert classify_likely("1101051949123100") == "bank_card"  # 16 digits: card-length wins
