@@ -112,6 +112,26 @@ def test_context_can_be_switched_off_per_rule():
 
 
 @pytest.mark.parametrize(
+    ("text", "promised"),
+    [
+        ("Honestly, the returns are guaranteed with this fund.", True),
+        ("Trust me, you won't lose money on this.", True),
+        ("这款产品收益有保证，一定赚钱。", True),
+        ("放心，这个不会亏本。", True),
+        ("Are the returns guaranteed?", False),
+        ("The returns are not guaranteed, you may lose money.", False),
+        ("I can't say you won't lose money.", False),
+        ("收益有保证吗？", False),
+        ("我们不能说不会亏本。", False),
+    ],
+)
+def test_default_pack_promises_said_in_other_words(text, promised):
+    pack = load_packs()
+    result = QAEngine(pack).evaluate(call(seg("agent", 0, 5, text), duration_s=5))
+    assert any(f.rule_id == "misselling.guaranteed_returns" for f in result.findings) is promised
+
+
+@pytest.mark.parametrize(
     ("text", "abusive"),
     [
         ("Are you deaf? I told you already.", True),
