@@ -46,6 +46,24 @@ def test_a_different_sentence_is_still_a_missing_disclosure(text):
     assert 0 < finding.confidence <= 1
 
 
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("Hi, this call will be recorded.", True),
+        ("Calls may be monitored or recorded for training.", True),
+        ("您好，本次通话会录音。", True),
+        ("您的通话将被录制。", True),
+        ("This call is not recorded.", False),
+        ("本次通话不会录音。", False),
+        ("I have recorded your new address.", False),
+    ],
+)
+def test_default_pack_recording_notice_in_other_words(text, said):
+    result = QAEngine(load_packs()).evaluate(call(seg("agent", 1, 6, text), duration_s=60))
+    missing = any(f.rule_id == "disclosure.recording_notice" for f in result.findings)
+    assert missing is not said
+
+
 def test_a_fuzzy_match_reports_its_similarity_as_confidence():
     late = findings(DISCLOSURE, seg("agent", 40, 45, "this call is been recorded"), duration_s=60)
     assert [f.message for f in late] == ["required disclosure said at 40.0 s, not within the first 30 s"]
