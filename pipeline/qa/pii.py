@@ -15,7 +15,7 @@ characters around a plausible birth date a likely resident ID, 10-12 digits
 starting 1[3-9] a likely CN mobile. A run of 9-20 digits that none of that takes is
 still taken right after a cue naming its kind ("my card number is …", 身份证号是…;
 :mod:`pipeline.qa.spoken_numbers`), and runs of card or ID length only together,
-across a stray word or two ASR wrote inside the number ("196, I'm 9423"), are masked
+across a few stray words ASR wrote inside the number ("196, I'm 9423", "15次 4810"), are masked
 as one. Those hits carry a lower confidence; digit groups right next to a hit in the
 same run are masked with it. A hit reports type, role, time and confidence only —
 never the digits — and the original text range it covers, for redaction.
@@ -43,11 +43,12 @@ MAX_ABSORB_DIGITS = 24  # a hit swallows neighbouring digit groups up to this le
 BRIDGED_CONFIDENCE = 0.4  # digit runs joined across a stray word (_bridged_numbers)
 
 _GROUP = re.compile(r"(?<![0-9a-z])(\+?)([0-9]+)(x?)(?![0-9a-z])")
-# between two digit runs: one to three short words, no digit, no line break (a turn change),
-# none of the words that put numbers side by side as dates, times, ranges or amounts
+# between two digit runs: one to three short words or one or two Chinese characters, no
+# digit, no line break (a turn change), none of the words that put numbers side by side as
+# dates, times or amounts ("to" stays: ASR writes it for "two" as often as for a range)
 _BRIDGE = re.compile(
-    r"(?! .*\b(?:at|on|from|to|till|until|by|of|or|in|per|past|and a half)\b)"
-    r" [a-z']{1,5}(?: [a-z']{1,5}){0,2} "
+    r"(?!.*\b(?:at|on|from|till|until|by|of|or|in|per|past|half)\b)(?!.*[年月日号点分秒元块到至])"
+    r"(?: [a-z']{1,5}(?: [a-z']{1,5}){0,2} | ?[\u4e00-\u9fff]{1,2} ?)"
 )
 _ID_WEIGHTS = tuple(pow(2, 17 - i, 11) for i in range(17))
 _ID_CHECK = "10x98765432"

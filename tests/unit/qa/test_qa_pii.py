@@ -140,9 +140,15 @@ def test_a_long_number_broken_by_a_stray_word_is_masked_whole():
     hits, redacted = detect(seg("customer", 0, 12, "My card number is 6-2, and I am 9-6-9, and I am 4-6-1, I am 3-7."))
     assert [(h.type, h.confidence) for h in hits] == [("bank_card", 0.4)]
     assert redacted == ["My card number is [CARD]."]
+    # "to" for "two", "time" for "five", and 次 for 四 across a pause
+    hits, _ = detect(seg("customer", 0, 6, "my card number is 6 to 96 I'm 3 to"), seg("customer", 6, 12, "I'm 4 1 time I'm 4 3 time 0"))
+    assert [h.type for h in hits] == ["bank_card"]
+    hits, redacted = detect(seg("customer", 0, 2, "我的手机号是15次"), seg("customer", 2.5, 4, "4810 6494"))
+    assert [h.type for h in hits] == ["phone"] and redacted == ["我的手机号是[PHONE]", "[PHONE]"]
     # short runs joined by words stay what they are: an order, an amount, a date range
-    for text in ("order 12345 and 678 dollars", "ref 1234 5678 and 9911", "from 2024 0315 to 2025 0315 at 10 30",
-                 "my phone line was down on 2024 03 15 at 10 30"):
+    for text in ("order 12345 and 678 dollars", "ref 1234 5678 and 9911", "from 2024 0315 until 2025 0315 at 10 30",
+                 "my phone line was down on 2024 03 15 at 10 30", "我的订单号是1234和5678还有9012",
+                 "我的手机2024年3月15日到2025年3月15日停机"):
         hits, _ = detect(seg("agent", 0, 6, text))
         assert hits == [], text
     # a turn change or a long pause ends the bridge
