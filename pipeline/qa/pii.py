@@ -213,22 +213,25 @@ def _chains(groups: list[_Group], stream: str) -> list[list[_Group]]:
 def _bridged_numbers(untaken: list[list[_Group]], stream: str) -> list[tuple[_Group, _Group, PIIType]]:
     """Runs no check, shape or cue took, joined across a few short words ASR wrote inside a
     long number (a digit misheard as "I'm", "and I am"): together they are masked as one
-    number when they reach card or ID length, or follow a cue naming their kind."""
+    number when they reach card or ID length, or follow a cue naming their kind. Some piece
+    must be read out in groups ("6 2", "4810 6494"): amounts said one after another ("50,
+    then 20, then 100") are single numbers."""
     found: list[tuple[_Group, _Group, PIIType]] = []
     run: list[_Group] = []
-    joined = 0
+    joined, read_out = 0, False
     for chain in [*untaken, []]:
         if chain and run and _BRIDGE.fullmatch(stream, run[-1].end, chain[0].start):
             run += chain
             joined += 1
+            read_out = read_out or len(chain) > 1
             continue
-        if joined:
+        if joined and read_out:
             kind = classify_likely("".join(g.digits for g in run))
             if kind in ("bank_card", "cn_resident_id"):
                 found.append((run[0], run[-1], kind))
             else:
                 found += [(first, last, kind) for first, last, kind, _ in _cued_number(run, stream)]
-        run, joined = list(chain), 0
+        run, joined, read_out = list(chain), 0, len(chain) > 1
     return found
 
 

@@ -148,7 +148,7 @@ def test_a_long_number_broken_by_a_stray_word_is_masked_whole():
     # short runs joined by words stay what they are: an order, an amount, a date range
     for text in ("order 12345 and 678 dollars", "ref 1234 5678 and 9911", "from 2024 0315 until 2025 0315 at 10 30",
                  "my phone line was down on 2024 03 15 at 10 30", "我的订单号是1234和5678还有9012",
-                 "我的手机2024年3月15日到2025年3月15日停机"):
+                 "我的手机2024年3月15日到2025年3月15日停机", "I paid 50 then 20 then 100 then 300 and 4500"):
         hits, _ = detect(seg("agent", 0, 6, text))
         assert hits == [], text
     # a turn change or a long pause ends the bridge
