@@ -104,8 +104,12 @@ def best_alignment(phrase: list[Token], text: list[Token]) -> Alignment | None:
 def plausible(phrase: list[Token], text_sounds: frozenset[str], min_similarity: float) -> bool:
     """Cheap filter before aligning: enough of the phrase's tokens appear in the text at all,
     exactly or (English) spelt nearly the same, since a near word substitutes cheaply."""
-    shared = sum(1 for t in phrase if t.sound in text_sounds or (not t.cjk and _near_any(t.sound, text_sounds)))
-    return shared >= len(phrase) * min_similarity - 1
+    needed = len(phrase) * min_similarity - 1
+    exact = sum(1 for t in phrase if t.sound in text_sounds)
+    missing_words = [t for t in phrase if not t.cjk and t.sound not in text_sounds]
+    if exact >= needed or exact + len(missing_words) < needed:
+        return exact >= needed  # decided without scanning for near words (always, for Chinese)
+    return exact + sum(1 for t in missing_words if _near_any(t.sound, text_sounds)) >= needed
 
 
 def _near_any(word: str, text_sounds: frozenset[str]) -> bool:

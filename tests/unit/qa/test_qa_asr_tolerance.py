@@ -18,6 +18,12 @@ def findings(rule, *segments, **options):
     return list(QAEngine(pack_of(rule)).evaluate(call(*segments, **options)).findings)
 
 
+def default_pack_flags(rule_id, text, start_s=0, duration_s=5):
+    """Does the default pack's rule have a finding on one agent turn?"""
+    result = QAEngine(load_packs()).evaluate(call(seg("agent", start_s, start_s + 5, text), duration_s=duration_s))
+    return any(f.rule_id == rule_id for f in result.findings)
+
+
 @pytest.mark.parametrize(
     "text",
     [
@@ -59,9 +65,7 @@ def test_a_different_sentence_is_still_a_missing_disclosure(text):
     ],
 )
 def test_default_pack_recording_notice_in_other_words(text, said):
-    result = QAEngine(load_packs()).evaluate(call(seg("agent", 1, 6, text), duration_s=60))
-    missing = any(f.rule_id == "disclosure.recording_notice" for f in result.findings)
-    assert missing is not said
+    assert default_pack_flags("disclosure.recording_notice", text, start_s=1, duration_s=60) is not said
 
 
 def test_a_fuzzy_match_reports_its_similarity_as_confidence():
@@ -144,9 +148,7 @@ def test_context_can_be_switched_off_per_rule():
     ],
 )
 def test_default_pack_promises_said_in_other_words(text, promised):
-    pack = load_packs()
-    result = QAEngine(pack).evaluate(call(seg("agent", 0, 5, text), duration_s=5))
-    assert any(f.rule_id == "misselling.guaranteed_returns" for f in result.findings) is promised
+    assert default_pack_flags("misselling.guaranteed_returns", text) is promised
 
 
 @pytest.mark.parametrize(
@@ -170,10 +172,7 @@ def test_default_pack_promises_said_in_other_words(text, promised):
     ],
 )
 def test_default_abuse_lexicon(text, abusive):
-    pack = load_packs()
-    rule = pack.rule("abuse.agent")
-    result = QAEngine(pack).evaluate(call(seg("agent", 0, 5, text), duration_s=5))
-    assert any(f.rule_id == rule.id for f in result.findings) is abusive
+    assert default_pack_flags("abuse.agent", text) is abusive
 
 
 def test_a_call_with_no_speech_is_one_dead_air_finding():
