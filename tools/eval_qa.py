@@ -220,7 +220,9 @@ def transcribe(
         roles = {0: "agent", 1: "customer"}
         out = engine.transcribe_batch([load_call_audio(w, roles=roles, call_id=c.name) for c, w, _ in todo])
         if engine.numbers is not None:
-            print(f"number pass: {engine.numbers.regions} regions decoded again, {engine.numbers.replaced} replaced")
+            n = engine.numbers
+            print(f"number pass: {n.regions} regions decoded again ({n.fallbacks} more decodes at a temperature, "
+                  f"of looped ones), {n.replaced} replaced, {n.seconds:.0f} s")
         for (_, _, key), transcript in zip(todo, out, strict=True):
             cached[key] = _call_text(transcript)
             if reuse:

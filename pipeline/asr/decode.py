@@ -50,6 +50,13 @@ class DecodeOptions:
     rows has finished (0 compacts at every finish; 1 never compacts early).
     prompt_tokens: text tokens of an initial prompt (hotwords), fed as
     ``<|startofprev|> prompt <|startoftranscript|>``; empty: no prompt.
+    loop_period: a row whose last ``loop_copies`` runs of up to this many tokens are one run
+    repeated is stuck in a repetition loop and ends there (its result not complete), instead of
+    looping on to its token cap; 0: off.
+    temperature: 0 decodes greedily; above, each token is drawn from the distribution sharpened
+    or flattened by it (a fallback for a decode stuck in a repetition loop). Every row draws from
+    its own generator, seeded by ``seed``, so a row's result still depends on its window alone:
+    the same in any batch, and the same every time.
     """
 
     language: str | None = None
@@ -60,6 +67,10 @@ class DecodeOptions:
     compact_fraction: float = 0.25
     max_initial_timestamp_s: float = 1.0
     prompt_tokens: tuple[int, ...] = ()
+    loop_period: int = 0
+    loop_copies: int = 6
+    temperature: float = 0.0
+    seed: int = 0
 
 
 @dataclass
@@ -159,12 +170,14 @@ class GreedyDecoder:
             ts_limit=torch.tensor([int(d / TIME_STEP_S) for d in durations_s], device=device),
             last=none, prev=none.clone(), ts_max=none.clone())
         rows = list(range(n))  # live position -> result index
+        samplers = [torch.Generator(device).manual_seed(self.opts.seed) for _ in range(n)] \
+            if self.opts.temperature > 0 else None
         step = 0
         while rows:
             stats.steps += 1
             stats.row_steps += len(rows)
             logprobs = self._apply_rules(logits, state, step, masks)
-            nxt = logprobs.argmax(dim=-1)
+            nxt = logprobs.argmax(dim=-1) if samplers is None else self._sample(logprobs, [samplers[r] for r in rows])
             capped = state.cap <= step
             nxt = torch.where(capped, torch.full_like(nxt, sp.eot), nxt)
             chosen = logprobs.gather(1, nxt[:, None])[:, 0]
@@ -185,6 +198,13 @@ class GreedyDecoder:
                 stats.compactions += 1
             logits = self.model.decoder(nxt[:, None], cache).float()
         return results
+
+    def _sample(self, logprobs: Tensor, samplers: list[torch.Generator]) -> Tensor:
+        """One token per row drawn at the options' temperature, each row from its own generator
+        (the Gumbel-max trick: the argmax of log-probabilities plus Gumbel noise is a draw)."""
+        uniform = torch.stack([torch.rand(logprobs.shape[1], generator=g, device=logprobs.device) for g in samplers])
+        gumbel = -torch.log(-torch.log(uniform.clamp(1e-10, 1 - 1e-7)))
+        return (logprobs / self.opts.temperature + gumbel).argmax(dim=-1)
 
     def _apply_rules(self, logits: Tensor, s: _Rows, step: int, masks: tuple[Tensor, Tensor, Tensor]) -> Tensor:
         """Suppression and timestamp rules on logits (B, vocab) -> log-probabilities (B, vocab)."""
@@ -246,7 +266,9 @@ class GreedyDecoder:
                 continue
             result.sum_logprob += chosen[pos]
             result.tokens.append(nxt[pos])
-            done.append(False)
+            if self.opts.loop_period and ends_in_loop(result.tokens, self.opts.loop_period, self.opts.loop_copies):
+                result.finished = True
+            done.append(result.finished)
         return done
 
     def _fill_cross(self, memories: list[Tensor], cache: KVCache) -> None:
@@ -282,3 +304,15 @@ class GreedyDecoder:
         cache.cross_kv = cache.cross_kv[:, :, :n]
         if cache.cross_mask is not None:
             cache.cross_mask = cache.cross_mask.index_select(0, idx)
+
+
+def ends_in_loop(tokens: list[int], max_period: int, copies: int) -> bool:
+    """Whether ``tokens`` end in one run of at most ``max_period`` tokens said ``copies`` times."""
+    for period in range(1, max_period + 1):
+        span = period * copies
+        if len(tokens) < span:
+            break
+        tail = tokens[-span:]
+        if tail == tail[:period] * copies:
+            return True
+    return False

@@ -7,16 +7,25 @@ digit ("the card is 4, 5, 3, 2, …"): Whisper then tends to write one numeral p
 digit instead of merging, dropping or hearing digits as words. On 16 espeak 8 kHz
 readings of cards, resident IDs and mobiles (tools/eval_qa's customer voice) the digit
 strings matched the spoken ones exactly 1/16 times without a prompt and 8/16 with this
-one; a logit bias toward digit tokens on top only added repetition loops.
+one; a logit bias toward digit tokens on top only added repetition loops, and so did a
+penalty on words once a digit was written (5 nats: one more exact reading of 49, two amounts
+read as card numbers).
+
+A digit-prompted decode that loops ("3, 1, 0, 1, 0, 4, 1, 9, 8, 6, 6, 6, 6, …") stops at
+the loop's sixth copy and is done again at rising temperatures, the way Whisper falls back,
+until one reads as a number without a loop; the rest of the number is often there
+("… 9, 8, 6, 7, 8, 0, 9, 2, 3, 0, 3").
 
 The new text replaces the region's first-pass segments only when it reads as a longer
-number than the first pass's, and a decode that loops is cut or dropped (:func:`pipeline.asr.numbers.accepted_text`). Regions are batched like
-first-pass windows (the engine's planner, encoder and memory pool).
+number than the first pass's, and a decode that still loops is cut or dropped
+(:func:`pipeline.asr.numbers.accepted_text`). Regions are batched like first-pass windows
+(the engine's planner, encoder and memory pool).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
@@ -30,8 +39,10 @@ from pipeline.asr.numbers import (
     accepted_text,
     cut_loop,
     extend_to_speech,
+    loops,
     merge_number_texts,
     plan_number_regions,
+    reads_as_number,
 )
 from pipeline.asr.packing import RATE, PackedWindow, Piece
 from pipeline.asr.timing import timed_spans
@@ -49,6 +60,11 @@ DIGIT_PROMPTS = {
 MIN_NEW_TOKENS = 64
 MIN_RESUME_S = 1.0  # audio left after the model's last timestamp that is decoded once more
 MAX_ROUNDS = 2
+LOOP_PERIOD_TOKENS = 8  # a digit group of up to four, each digit with its comma
+# A decode stuck in a loop is done again at these temperatures, in turn, until one reads as a
+# number (Whisper's own fallback schedule, less its last step): on 49 espeak readings from
+# tools/eval_qa seeds 3-7, 11 regions looped greedily and 6 of them came out as numbers.
+FALLBACK_TEMPERATURES = (0.2, 0.4, 0.6, 0.8)
 
 
 class FirstPassWindow(Protocol):
@@ -79,9 +95,12 @@ class NumberPass:
 
     def __init__(self, engine: Engine, languages: Sequence[str]) -> None:
         self.engine = engine
-        self.decoders: dict[str, GreedyDecoder] = {}
+        self.languages = tuple(languages)
+        self.decoders: dict[tuple[str, float], GreedyDecoder] = {}
         self.regions = 0
         self.replaced = 0
+        self.fallbacks = 0  # region decodes done again at a temperature
+        self.seconds = 0.0
         for lang in languages:
             if lang not in DIGIT_PROMPTS:
                 raise ValueError(f"no digit prompt for language {lang!r} (have {sorted(DIGIT_PROMPTS)})")
@@ -90,19 +109,22 @@ class NumberPass:
             room = engine.pool.max_tokens - (len(prompt) + 2) - PROMPT_TOKENS
             if room < MIN_NEW_TOKENS:
                 raise ValueError(f"the memory pool leaves {room} tokens for a number decode in {lang!r}")
-            self.decoders[lang] = GreedyDecoder(engine.model, engine.tokenizer, DecodeOptions(
-                language=lang, candidate_languages=(lang,), max_new_tokens=room,
-                compact_fraction=engine.opts.compact_fraction, prompt_tokens=prompt))
+            for temperature in (0.0, *FALLBACK_TEMPERATURES):
+                self.decoders[lang, temperature] = GreedyDecoder(engine.model, engine.tokenizer, DecodeOptions(
+                    language=lang, candidate_languages=(lang,), max_new_tokens=room,
+                    compact_fraction=engine.opts.compact_fraction, prompt_tokens=prompt,
+                    loop_period=LOOP_PERIOD_TOKENS, temperature=temperature))
 
     def run(self, transcripts: list[CallTranscript], windows: Sequence[FirstPassWindow]) -> list[CallTranscript]:
         """Each call's transcript with its number regions decoded again where that reads better;
         ``windows`` are the first pass's (their channel audio at 16 kHz and speech pieces)."""
+        started = time.perf_counter()
         streams = {(w.call, w.channel): w.stream for w in windows}
         speech: dict[tuple[int, int], list[tuple[float, float]]] = {}
         for w in windows:
             speech.setdefault((w.call, w.channel), []).extend(
                 (p.src_start / RATE, p.src_end / RATE) for p in w.packed.pieces)
-        plans = [plan_number_regions(t.segments, t.duration_s, tuple(self.decoders)) for t in transcripts]
+        plans = [plan_number_regions(t.segments, t.duration_s, self.languages) for t in transcripts]
         todo: dict[str, list[tuple[_RegionWindow, NumberRegion]]] = {}
         for i, regions in enumerate(plans):
             for region in regions:
@@ -117,7 +139,7 @@ class NumberPass:
                 todo.setdefault(region.language, []).append((window, region))
         texts: dict[int, list[tuple[NumberRegion, str]]] = {}
         for lang, items in todo.items():
-            decoded = self._decode_texts(lang, [w for w, _ in items])
+            decoded = self._decode_with_fallback(lang, [w for w, _ in items])
             for window, region in items:
                 self.regions += 1
                 old = " ".join(transcripts[window.call].segments[i].text for i in region.segments)
@@ -125,10 +147,25 @@ class NumberPass:
                 if new is not None:
                     self.replaced += 1
                     texts.setdefault(window.call, []).append((region, new))
+        self.seconds += time.perf_counter() - started
         return [dataclasses.replace(t, segments=merge_number_texts(t.segments, texts[i])) if i in texts else t
                 for i, t in enumerate(transcripts)]
 
-    def _decode_texts(self, lang: str, windows: list[_RegionWindow]) -> dict[int, str]:
+    def _decode_with_fallback(self, lang: str, windows: list[_RegionWindow]) -> dict[int, str]:
+        """Text of each window (by id): greedy, or for a window whose greedy decode looped the
+        first of the fallback temperatures' texts that reads as a number (none: the greedy's)."""
+        decoded = self._decode_texts(lang, 0.0, windows)
+        looped = [w for w in windows if loops(decoded[id(w)])]
+        for temperature in FALLBACK_TEMPERATURES:
+            if not looped:
+                break
+            self.fallbacks += len(looped)
+            again = self._decode_texts(lang, temperature, looped)
+            decoded.update((k, v) for k, v in again.items() if reads_as_number(v))
+            looped = [w for w in looped if not reads_as_number(again[id(w)])]
+        return decoded
+
+    def _decode_texts(self, lang: str, temperature: float, windows: list[_RegionWindow]) -> dict[int, str]:
         """Text of each window (by id). Where the model ended early, more than ``MIN_RESUME_S``
         before the audio did, the rest is decoded once more and its text appended (as the first
         pass resumes a window): a number read slowly otherwise loses its last groups."""
@@ -136,7 +173,7 @@ class NumberPass:
         parts: dict[int, list[str]] = {id(w): [] for w in windows}
         todo = [(w, id(w)) for w in windows]
         for _ in range(MAX_ROUNDS):
-            results = self._decode(lang, [w for w, _ in todo])
+            results = self._decode(self.decoders[lang, temperature], [w for w, _ in todo])
             later = []
             for w, origin in todo:
                 tokens = results[id(w)]
@@ -154,9 +191,9 @@ class NumberPass:
         return {k: " ".join(p for p in v if p) for k, v in parts.items()}
 
     @torch.inference_mode()
-    def _decode(self, lang: str, windows: list[_RegionWindow]) -> dict[int, list[int]]:
+    def _decode(self, decoder: GreedyDecoder, windows: list[_RegionWindow]) -> dict[int, list[int]]:
         """Token ids of each window (by id), batched by the engine's planner at its buckets."""
-        engine, decoder = self.engine, self.decoders[lang]
+        engine = self.engine
         out: dict[int, list[int]] = {}
         for batch in engine._plan(windows):  # type: ignore[arg-type]
             memories = [engine._encode(bucket_s, [batch.items[i] for i in rows]) for bucket_s, rows in batch.groups()]

@@ -136,6 +136,17 @@ def cut_loop(text: str) -> str:
     return text
 
 
+def loops(text: str) -> bool:
+    """Whether a decode of a number region got stuck: a repetition loop, or more digits in a row
+    than any number has."""
+    return cut_loop(text) != text or longest_digit_run(text) > MAX_ACCEPT_DIGITS
+
+
+def reads_as_number(text: str) -> bool:
+    """Whether a decode of a number region reads as one long number, loop-free."""
+    return not loops(text) and longest_digit_run(text) >= MIN_ACCEPT_DIGITS
+
+
 def accepted_text(new: str, old: str) -> str | None:
     """The second decode's text if it reads as a longer number than the first pass's, cut
     before a repetition loop; None to keep the first pass."""

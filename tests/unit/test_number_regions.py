@@ -1,6 +1,14 @@
 """The plan of the engine's second, digit-biased decode: which stretches, and which text wins."""
 
-from pipeline.asr.numbers import accepted_text, cut_loop, extend_to_speech, merge_number_texts, plan_number_regions
+from pipeline.asr.numbers import (
+    accepted_text,
+    cut_loop,
+    extend_to_speech,
+    loops,
+    merge_number_texts,
+    plan_number_regions,
+    reads_as_number,
+)
 from pipeline.asr.transcript import Segment
 from pipeline.stages.redaction import _LONG_DIGIT_RUN
 
@@ -107,3 +115,14 @@ def test_a_region_grows_to_the_speech_it_overlaps_within_one_window() -> None:
     assert (grown.start_s, grown.end_s, grown.segments) == (15.5, 27.9, region.segments)
     capped = extend_to_speech(region, [(0.0, 60.0)], max_region_s=20.0)
     assert capped.end_s - capped.start_s == 20.0 and capped.start_s <= region.start_s
+
+
+def test_a_decode_that_loops_or_runs_past_any_number_does_not_read_as_a_number() -> None:
+    said = "My name is 3, 1, 0, 1, 0, 4, 1, 9, 8, 6, 7, 8, 0, 9, 2, 3, 0, 3."
+    assert reads_as_number(said) and not loops(said)
+    stuck = "My name is 3, 1, 0, 1, 0, 4, 1, 9, 8, 6, " + "6, " * 30
+    assert loops(stuck) and not reads_as_number(stuck)
+    twice = said + " " + said[11:]  # heard twice: 36 digits in a row
+    assert loops(twice) and not reads_as_number(twice)
+    assert not loops("My number is one, one, nero, three.") and not reads_as_number("My number is one, one, nero.")
+    assert not reads_as_number("I paid 50 then 20.")  # loop-free but no long number

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from difflib import SequenceMatcher
 
 import numpy as np
@@ -10,6 +11,7 @@ import pytest
 import soxr
 
 from pipeline.asr import CallAudio, Engine
+from pipeline.asr.decode import GreedyDecoder, ends_in_loop
 from pipeline.asr.number_pass import NumberPass
 from tests.unit.asr.speech import speak
 
@@ -50,3 +52,30 @@ def test_a_card_read_digit_by_digit_comes_out_as_digits_and_other_speech_is_unto
     assert similarity(digits, card) >= similarity(before, card), (plain.text_of("customer"), digits)
     assert second.text_of("agent") == plain.text_of("agent")
     assert engine.numbers is None
+
+
+def test_a_loop_is_found_at_its_last_copy_within_the_period_limit() -> None:
+    assert ends_in_loop([5, 1, 2, 1, 2, 1, 2], max_period=2, copies=3)
+    assert not ends_in_loop([5, 1, 2, 1, 2, 1, 3], max_period=2, copies=3)
+    assert not ends_in_loop([1, 2, 3] * 3, max_period=2, copies=3)  # its period is longer than the limit
+    assert ends_in_loop([7] * 6, max_period=8, copies=6) and not ends_in_loop([7] * 5, max_period=8, copies=6)
+
+
+def test_decodes_for_stuck_numbers_sample_reproducibly_and_stop_at_a_loop(engine: Engine, en_calls, en_batched) -> None:
+    greedy = engine.decoder
+
+    def with_options(calls: list[CallAudio], **options: object) -> list[str]:
+        engine.decoder = GreedyDecoder(engine.model, engine.tokenizer, replace(greedy.opts, **options))
+        return [t.text for t in engine.transcribe_batch(calls)]
+
+    try:
+        cold = with_options(en_calls[:2], temperature=1e-4, seed=1)
+        hot = with_options(en_calls[:2], temperature=1.0, seed=7)
+        hot_alone = with_options(en_calls[:1], temperature=1.0, seed=7) + with_options(en_calls[1:2], temperature=1.0, seed=7)
+        stopped = with_options(en_calls[:2], loop_period=1, loop_copies=1)  # every token is a loop's last copy
+    finally:
+        engine.decoder = greedy
+    assert cold == [t.text for t in en_batched[:2]]  # a temperature near 0 decodes greedily
+    # each row samples from its own seeded generator: the same draw alone as in a batch, every time
+    assert hot == hot_alone and all(hot)
+    assert stopped == ["", ""]  # each window ends at its first token, a timestamp
