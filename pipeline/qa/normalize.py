@@ -219,9 +219,28 @@ def _yao_as_one(pieces: list[_Piece]) -> list[_Piece]:
     return out
 
 
+def _yi_as_one(pieces: list[_Piece]) -> list[_Piece]:
+    """In Chinese text ASR sometimes writes the spoken 1 "一" (yī) as a Latin "i" glued to the
+    digits before it ("卡号是518i,929,285i"): read a lone "i" right after a digit as 1 ("i7"
+    and "5in" stay)."""
+
+    def letter(k: int) -> bool:
+        return 0 <= k < len(pieces) and pieces[k][0].isascii() and pieces[k][0].isalpha()
+
+    def digit(k: int) -> bool:
+        return 0 <= k < len(pieces) and pieces[k][0].isdecimal()
+
+    if not any(is_cjk(p[0][0]) for p in pieces if p[0]):
+        return pieces
+    return [
+        ("1", a, b) if ch == "i" and digit(i - 1) and not letter(i + 1) else (ch, a, b)
+        for i, (ch, a, b) in enumerate(pieces)
+    ]
+
+
 def _convert_chinese_numerals(pieces: list[_Piece]) -> list[_Piece]:
     """Turn runs of Chinese numerals (digit by digit, or with 十百千万亿) into digits."""
-    pieces = _yao_as_one(pieces)
+    pieces = _yi_as_one(_yao_as_one(pieces))
     runs: list[tuple[int, int]] = []
     i = 0
     while i < len(pieces):

@@ -62,6 +62,9 @@ def test_digits_int_cannot_read_are_left_as_they_are():
 def test_asr_spellings_of_spoken_digits():
     assert normalize("我的手机号是要81，8222，2541").text == "我的手机号是181 8222 2541"  # 要 for 幺
     assert normalize("我要81块").text == "我要81块"
+    assert normalize("我的卡号是518i,929,285i,5440").text == "我的卡号是5181 929 2851 5440"  # i for 一 (yī)
+    assert normalize("我用iPhone 15 i7，屏幕6in").text == "我用iphone 15 i7屏幕6in"  # words, not digits
+    assert normalize("my pin is 518i").text == "my pin is 518i"  # English text: left alone
     assert normalize("手机号是要三七四要四零三六五四").text == "手机号是13741403654"  # and between digits
     assert normalize("三个要五个").text == "三个要五个"
     assert normalize("four, five. 3 nine").text == "4 5 39"
