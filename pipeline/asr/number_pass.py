@@ -7,9 +7,9 @@ digit ("the card is 4, 5, 3, 2, …"): Whisper then tends to write one numeral p
 digit instead of merging, dropping or hearing digits as words. On 16 espeak 8 kHz
 readings of cards, resident IDs and mobiles (tools/eval_qa's customer voice) the digit
 strings matched the spoken ones exactly 1/16 times without a prompt and 8/16 with this
-one; a logit bias toward digit tokens on top only added repetition loops, and so did a
-penalty on words once a digit was written (5 nats: one more exact reading of 49, two amounts
-read as card numbers).
+one. A logit bias toward digit tokens on top only added repetition loops; a penalty on
+words once a digit was written (5 nats) read one more of 49 numbers exactly, but read two
+amounts as card numbers.
 
 A digit-prompted decode that loops ("3, 1, 0, 1, 0, 4, 1, 9, 8, 6, 6, 6, 6, …") stops at
 the loop's sixth copy and is done again at rising temperatures, the way Whisper falls back,
@@ -62,8 +62,8 @@ MIN_RESUME_S = 1.0  # audio left after the model's last timestamp that is decode
 MAX_ROUNDS = 2
 LOOP_PERIOD_TOKENS = 8  # a digit group of up to four, each digit with its comma
 # A decode stuck in a loop is done again at these temperatures, in turn, until one reads as a
-# number (Whisper's own fallback schedule, less its last step): on 49 espeak readings from
-# tools/eval_qa seeds 3-7, 11 regions looped greedily and 6 of them came out as numbers.
+# number (Whisper's own fallback schedule, less its last step). On tools/eval_qa seeds 1-7 the
+# English calls with a spoken number had their PII found 63/66 times, 60/66 without this.
 FALLBACK_TEMPERATURES = (0.2, 0.4, 0.6, 0.8)
 
 
