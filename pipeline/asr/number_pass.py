@@ -161,8 +161,9 @@ class NumberPass:
                 break
             self.fallbacks += len(looped)
             again = self._decode_texts(lang, temperature, looped)
-            decoded.update((k, v) for k, v in again.items() if reads_as_number(v))
-            looped = [w for w in looped if not reads_as_number(again[id(w)])]
+            good = {k for k, v in again.items() if reads_as_number(v)}
+            decoded.update((k, again[k]) for k in good)
+            looped = [w for w in looped if id(w) not in good]
         return decoded
 
     def _decode_texts(self, lang: str, temperature: float, windows: list[_RegionWindow]) -> dict[int, str]:

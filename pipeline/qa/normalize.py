@@ -224,18 +224,17 @@ def _yi_as_one(pieces: list[_Piece]) -> list[_Piece]:
     digits before it ("卡号是518i,929,285i"): read a lone "i" right after a digit as 1 ("i7"
     and "5in" stay)."""
 
-    def letter(k: int) -> bool:
-        return 0 <= k < len(pieces) and pieces[k][0].isascii() and pieces[k][0].isalpha()
+    def one(i: int) -> bool:
+        after = pieces[i + 1][0] if i + 1 < len(pieces) else ""
+        return pieces[i][0] == "i" and i > 0 and pieces[i - 1][0].isdecimal() and not (after.isascii() and after.isalpha())
 
-    def digit(k: int) -> bool:
-        return 0 <= k < len(pieces) and pieces[k][0].isdecimal()
-
-    if not any(is_cjk(p[0][0]) for p in pieces if p[0]):
+    ones = [i for i in range(len(pieces)) if one(i)]
+    if not ones or not any(p[0] and is_cjk(p[0][0]) for p in pieces):  # most text: no scan for Chinese
         return pieces
-    return [
-        ("1", a, b) if ch == "i" and digit(i - 1) and not letter(i + 1) else (ch, a, b)
-        for i, (ch, a, b) in enumerate(pieces)
-    ]
+    out = list(pieces)
+    for i in ones:
+        out[i] = ("1", *pieces[i][1:])
+    return out
 
 
 def _convert_chinese_numerals(pieces: list[_Piece]) -> list[_Piece]:
