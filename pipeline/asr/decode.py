@@ -27,6 +27,7 @@ equals one-at-a-time output.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import torch
@@ -38,6 +39,7 @@ from pipeline.asr.tokenizer import WhisperTokenizer
 PROMPT_TOKENS = 2  # <|lang|><|transcribe|> after <|startoftranscript|>
 TIME_STEP_S = 0.02  # one timestamp token
 NEG_INF = float("-inf")
+_NUMBER_CHARS = frozenset("0123456789 ,.-")  # digit groups and what separates them
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,10 @@ class DecodeOptions:
     or flattened by it (a fallback for a decode stuck in a repetition loop). Every row draws from
     its own generator, seeded by ``seed``, so a row's result still depends on its window alone:
     the same in any batch, and the same every time.
+    digits_after_digit: once a row has written a digit, only tokens of digits and separators,
+    timestamps and end-of-text may follow: the model must say which digit it hears where it
+    would write a word ("1 time, 0, 8" for "one five zero eight"), the last resort of a number
+    region's decode.
     """
 
     language: str | None = None
@@ -71,6 +77,7 @@ class DecodeOptions:
     loop_copies: int = 6
     temperature: float = 0.0
     seed: int = 0
+    digits_after_digit: bool = False
 
 
 @dataclass
@@ -114,9 +121,10 @@ class _Rows:
     last: Tensor  # last sampled token, -1 before any
     prev: Tensor  # the one before, -1 before any
     ts_max: Tensor  # largest timestamp index sampled, -1 before any
+    locked: Tensor  # a digit written: digits only from here (DecodeOptions.digits_after_digit)
 
     def keep(self, idx: list[int]) -> None:
-        for name in ("cap", "ts_limit", "last", "prev", "ts_max"):
+        for name in ("cap", "ts_limit", "last", "prev", "ts_max", "locked"):
             setattr(self, name, getattr(self, name)[idx])
 
 
@@ -144,6 +152,8 @@ class GreedyDecoder:
         self.suppress_begin = begin
         self.ts_index = torch.arange(n_vocab) - self.tb  # timestamp index of each id (negative: not one)
         self.lang_by_id = {v: k for k, v in sp.languages.items()}
+        self.digit_ids, self.not_number = number_tokens(tokenizer, n_vocab) if opts.digits_after_digit else (
+            torch.zeros(n_vocab, dtype=torch.bool), torch.zeros(sp.eot, dtype=torch.bool))
 
     def decode(self, memories: list[Tensor], cache: KVCache, durations_s: list[float],
                stats: DecodeStats) -> list[WindowDecode]:
@@ -153,7 +163,8 @@ class GreedyDecoder:
         device = memories[0].device
         n = sum(m.shape[0] for m in memories)
         sp = self.tok.special
-        masks = (self.suppress.to(device), self.suppress_begin.to(device), self.ts_index.to(device))
+        masks = (self.suppress.to(device), self.suppress_begin.to(device), self.ts_index.to(device),
+                 self.not_number.to(device))
         self._fill_cross(memories, cache)
         results = [WindowDecode() for _ in range(n)]
         first = [sp.sot_prev, *self.opts.prompt_tokens, sp.sot] if self.opts.prompt_tokens else [sp.sot]
@@ -168,7 +179,8 @@ class GreedyDecoder:
         state = _Rows(
             cap=torch.tensor([token_cap(d, self.opts) for d in durations_s], device=device),
             ts_limit=torch.tensor([int(d / TIME_STEP_S) for d in durations_s], device=device),
-            last=none, prev=none.clone(), ts_max=none.clone())
+            last=none, prev=none.clone(), ts_max=none.clone(), locked=torch.zeros(n, dtype=torch.bool, device=device))
+        digit_ids = self.digit_ids.to(device)
         rows = list(range(n))  # live position -> result index
         samplers = [torch.Generator(device).manual_seed(self.opts.seed) for _ in range(n)] \
             if self.opts.temperature > 0 else None
@@ -185,6 +197,7 @@ class GreedyDecoder:
             state.prev, state.last = state.last, nxt
             is_ts = nxt >= self.tb
             state.ts_max = torch.where(is_ts, torch.maximum(state.ts_max, nxt - self.tb), state.ts_max)
+            state.locked = state.locked | digit_ids[nxt]
             step += 1
             if all(done):
                 break
@@ -206,14 +219,16 @@ class GreedyDecoder:
         gumbel = -torch.log(-torch.log(uniform.clamp(1e-10, 1 - 1e-7)))
         return (logprobs / self.opts.temperature + gumbel).argmax(dim=-1)
 
-    def _apply_rules(self, logits: Tensor, s: _Rows, step: int, masks: tuple[Tensor, Tensor, Tensor]) -> Tensor:
+    def _apply_rules(self, logits: Tensor, s: _Rows, step: int, masks: tuple[Tensor, ...]) -> Tensor:
         """Suppression and timestamp rules on logits (B, vocab) -> log-probabilities (B, vocab)."""
-        suppress, suppress_begin, ts_index = masks
+        suppress, suppress_begin, ts_index, not_number = masks
         tb, eot = self.tb, self.tok.special.eot
         if step == 0:
             logits.masked_fill_(suppress_begin, NEG_INF)
             return torch.log_softmax(logits, dim=-1)
         logits.masked_fill_(suppress, NEG_INF)
+        if self.opts.digits_after_digit:
+            logits[:, :eot].masked_fill_(s.locked[:, None] & not_number[None, :], NEG_INF)
         last_ts = s.last >= tb
         pair_done = last_ts & ((step < 2) | (s.prev >= tb))  # a closed pair: text must follow
         logits[:, tb:].masked_fill_(pair_done[:, None], NEG_INF)
@@ -304,6 +319,21 @@ class GreedyDecoder:
         cache.cross_kv = cache.cross_kv[:, :, :n]
         if cache.cross_mask is not None:
             cache.cross_mask = cache.cross_mask.index_select(0, idx)
+
+
+@functools.cache
+def number_tokens(tokenizer: WhisperTokenizer, n_vocab: int) -> tuple[Tensor, Tensor]:
+    """Masks of the text tokens that write digits (n_vocab) and of those that write anything but
+    digits and separators (the text ids, below end-of-text); built once per tokenizer."""
+    eot = tokenizer.special.eot
+    digits = torch.zeros(n_vocab, dtype=torch.bool)
+    other = torch.ones(eot, dtype=torch.bool)
+    for i in range(eot):
+        text = tokenizer.decode([i])
+        if text and all(ch in _NUMBER_CHARS for ch in text):
+            other[i] = False
+            digits[i] = any(ch.isdigit() for ch in text)
+    return digits, other
 
 
 def ends_in_loop(tokens: list[int], max_period: int, copies: int) -> bool:

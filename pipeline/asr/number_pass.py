@@ -16,6 +16,12 @@ the loop's sixth copy and is done again at rising temperatures, the way Whisper 
 until one reads as a number without a loop; the rest of the number is often there
 ("… 9, 8, 6, 7, 8, 0, 9, 2, 3, 0, 3").
 
+A region that still reads as no card, ID or phone number although one was announced and begun
+("My mobile number is 1 time, 0, 8, 6, …") is decoded once more with digits only after the
+first digit: where the model would write a word it must say which digit it hears, and once the
+number is over it ends the window, the rest decoded freely as above. Regions that say an amount
+are left out: forced to digits, "two hundred and forty dollars" came out "200,000,000, 40,000".
+
 The new text replaces the region's first-pass segments only when it reads as a longer
 number than the first pass's, and a decode that still loops is cut or dropped
 (:func:`pipeline.asr.numbers.accepted_text`). Regions are batched like first-pass windows
@@ -47,6 +53,9 @@ from pipeline.asr.numbers import (
 from pipeline.asr.packing import RATE, PackedWindow, Piece
 from pipeline.asr.timing import timed_spans
 from pipeline.asr.transcript import CallTranscript
+from pipeline.qa.normalize import normalize
+from pipeline.qa.pii import classify_likely, classify_number
+from pipeline.qa.spoken_numbers import DIGIT_RUN, announces_number, digit_count, longest_digit_run, names_amount
 
 if TYPE_CHECKING:
     from pipeline.asr.engine import Engine
@@ -84,6 +93,7 @@ class _RegionWindow:
     channel: int
     packed: PackedWindow
     stream: np.ndarray = field(repr=False)
+    first_pass: str = ""  # the first pass's text of the region
 
     @property
     def duration_s(self) -> float:
@@ -96,10 +106,11 @@ class NumberPass:
     def __init__(self, engine: Engine, languages: Sequence[str]) -> None:
         self.engine = engine
         self.languages = tuple(languages)
-        self.decoders: dict[tuple[str, float], GreedyDecoder] = {}
+        self.decoders: dict[tuple[str, float, bool], GreedyDecoder] = {}
         self.regions = 0
         self.replaced = 0
         self.fallbacks = 0  # region decodes done again at a temperature
+        self.locked = 0  # region decodes done again with digits only after the first
         self.seconds = 0.0
         for lang in languages:
             if lang not in DIGIT_PROMPTS:
@@ -110,10 +121,11 @@ class NumberPass:
             if room < MIN_NEW_TOKENS:
                 raise ValueError(f"the memory pool leaves {room} tokens for a number decode in {lang!r}")
             for temperature in (0.0, *FALLBACK_TEMPERATURES):
-                self.decoders[lang, temperature] = GreedyDecoder(engine.model, engine.tokenizer, DecodeOptions(
-                    language=lang, candidate_languages=(lang,), max_new_tokens=room,
-                    compact_fraction=engine.opts.compact_fraction, prompt_tokens=prompt,
-                    loop_period=LOOP_PERIOD_TOKENS, temperature=temperature))
+                for locked in (False, True):
+                    self.decoders[lang, temperature, locked] = GreedyDecoder(engine.model, engine.tokenizer, DecodeOptions(
+                        language=lang, candidate_languages=(lang,), max_new_tokens=room,
+                        compact_fraction=engine.opts.compact_fraction, prompt_tokens=prompt,
+                        loop_period=LOOP_PERIOD_TOKENS, temperature=temperature, digits_after_digit=locked))
 
     def run(self, transcripts: list[CallTranscript], windows: Sequence[FirstPassWindow]) -> list[CallTranscript]:
         """Each call's transcript with its number regions decoded again where that reads better;
@@ -135,15 +147,15 @@ class NumberPass:
                 lo, hi = int(region.start_s * RATE), min(int(region.end_s * RATE), len(stream))
                 if hi - lo < RATE // 2:
                     continue
-                window = _RegionWindow(i, region.channel, PackedWindow((Piece(lo, hi, 0, hi - lo),)), stream)
+                old = " ".join(transcripts[i].segments[k].text for k in region.segments)
+                window = _RegionWindow(i, region.channel, PackedWindow((Piece(lo, hi, 0, hi - lo),)), stream, old)
                 todo.setdefault(region.language, []).append((window, region))
         texts: dict[int, list[tuple[NumberRegion, str]]] = {}
         for lang, items in todo.items():
             decoded = self._decode_with_fallback(lang, [w for w, _ in items])
             for window, region in items:
                 self.regions += 1
-                old = " ".join(transcripts[window.call].segments[i].text for i in region.segments)
-                new = accepted_text(decoded[id(window)], old)
+                new = accepted_text(decoded[id(window)], window.first_pass)
                 if new is not None:
                     self.replaced += 1
                     texts.setdefault(window.call, []).append((region, new))
@@ -153,20 +165,33 @@ class NumberPass:
 
     def _decode_with_fallback(self, lang: str, windows: list[_RegionWindow]) -> dict[int, str]:
         """Text of each window (by id): greedy, or for a window whose greedy decode looped the
-        first of the fallback temperatures' texts that reads as a number (none: the greedy's)."""
-        decoded = self._decode_texts(lang, 0.0, windows)
-        looped = [w for w in windows if loops(decoded[id(w)])]
+        first of the fallback temperatures' texts that reads as a number (none: the greedy's).
+        A window that still does not read as a number but holds digits is decoded once more with
+        digits only after its first digit (and its fallbacks), kept where that reads as one."""
+        decoded = self._decode_texts(lang, 0.0, False, windows)
+        self._fall_back(lang, False, [w for w in windows if loops(decoded[id(w)])], decoded)
+        unread = [w for w in windows if _worth_digits_only(decoded[id(w)], w.first_pass)]
+        if unread:
+            self.locked += len(unread)
+            again = self._decode_texts(lang, 0.0, True, unread)
+            self._fall_back(lang, True, [w for w in unread if loops(again[id(w)])], again)
+            decoded.update((k, v) for k, v in again.items() if reads_as_number(v) and not names_amount(v)
+                           and longest_digit_run(v) >= longest_digit_run(decoded[k]))
+        return decoded
+
+    def _fall_back(self, lang: str, locked: bool, looped: list[_RegionWindow], decoded: dict[int, str]) -> None:
+        """Decode the ``looped`` windows again at each fallback temperature in turn, updating
+        ``decoded`` with the first text of each that reads as a number."""
         for temperature in FALLBACK_TEMPERATURES:
             if not looped:
                 break
             self.fallbacks += len(looped)
-            again = self._decode_texts(lang, temperature, looped)
+            again = self._decode_texts(lang, temperature, locked, looped)
             good = {k for k, v in again.items() if reads_as_number(v)}
             decoded.update((k, again[k]) for k in good)
             looped = [w for w in looped if id(w) not in good]
-        return decoded
 
-    def _decode_texts(self, lang: str, temperature: float, windows: list[_RegionWindow]) -> dict[int, str]:
+    def _decode_texts(self, lang: str, temperature: float, locked: bool, windows: list[_RegionWindow]) -> dict[int, str]:
         """Text of each window (by id). Where the model ended early, more than ``MIN_RESUME_S``
         before the audio did, the rest is decoded once more and its text appended (as the first
         pass resumes a window): a number read slowly otherwise loses its last groups."""
@@ -174,7 +199,7 @@ class NumberPass:
         parts: dict[int, list[str]] = {id(w): [] for w in windows}
         todo = [(w, id(w)) for w in windows]
         for _ in range(MAX_ROUNDS):
-            results = self._decode(self.decoders[lang, temperature], [w for w, _ in todo])
+            results = self._decode(self.decoders[lang, temperature, locked], [w for w, _ in todo])
             later = []
             for w, origin in todo:
                 tokens = results[id(w)]
@@ -203,3 +228,20 @@ class NumberPass:
             for item, result in zip(batch.items, results, strict=True):
                 out[id(item)] = result.tokens
         return out
+
+
+def _worth_digits_only(text: str, first_pass: str) -> bool:
+    """Is a region whose decode reads ``text`` (the first pass's: ``first_pass``) worth decoding
+    again with digits only after the first digit: a number announced in either text and begun
+    ("my mobile number is 1 time, 0, 8, …") that does not read as one, and no amount in either
+    (forced to digits, "240 dollars" became "200,000,000, 40,000")."""
+    return (not _reads_as_kind(text) and digit_count(text) > 0
+            and (announces_number(text) or announces_number(first_pass))
+            and not (names_amount(text) or names_amount(first_pass)))
+
+
+def _reads_as_kind(text: str) -> bool:
+    """Does a run of digits in ``text`` read as a card, resident ID or phone number, checked
+    or by its shape (:mod:`pipeline.qa.pii`)?"""
+    runs = (m.group().replace(" ", "") for m in DIGIT_RUN.finditer(normalize(text).text))
+    return any(classify_number(d) or classify_likely(d) for d in runs)

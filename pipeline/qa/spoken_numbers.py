@@ -47,7 +47,8 @@ _UNIT_AFTER = re.compile(
     r"years?|months?|weeks?|times|am|pm|o'clock|元|块|毛|角|分钟|小时|天|年|月|号|日|点|岁|次|个|%)"
 )
 _AMOUNT_BEFORE = re.compile(r"(?:\$|¥|￥|€|£|usd|rmb)\s*$")
-_DIGIT_RUN = re.compile(r"[0-9]+(?: [0-9]+)*")
+DIGIT_RUN = re.compile(r"[0-9]+(?: [0-9]+)*")
+_THOUSANDS = re.compile(r"(?<![0-9.,])[0-9]{1,3}(?:,[0-9]{3})+(?![0-9])")  # "200,000": how ASR writes an amount
 
 
 def cue_type(text: str) -> PIIType | None:
@@ -78,7 +79,7 @@ def digit_count(text: str) -> int:
 
 def longest_digit_run(text: str) -> int:
     """Digits in the longest run of digit groups (separated by single spaces) of normalised text."""
-    return max((sum(ch.isdigit() for ch in m.group()) for m in _DIGIT_RUN.finditer(normalize(text).text)), default=0)
+    return max((sum(ch.isdigit() for ch in m.group()) for m in DIGIT_RUN.finditer(normalize(text).text)), default=0)
 
 
 def says_number(text: str) -> bool:
@@ -91,6 +92,24 @@ def says_number(text: str) -> bool:
     if sum(ch.isdigit() for ch in norm) >= MIN_DIGITS_TO_REDECODE:
         return True
     return bool(_EN_NUMBER_WORDS.search(norm) or _ZH_NUMBER_WORDS.search(norm))
+
+
+def announces_number(text: str) -> bool:
+    """Does this text name a number being given: a word for a number ("number", 号码) or a cue
+    naming its kind ("card", "mobile", 身份证)?"""
+    norm = normalize(text).text
+    return bool(_EN_NUMBER_WORDS.search(norm) or _ZH_NUMBER_WORDS.search(norm) or cue_type(norm))
+
+
+def names_amount(text: str) -> bool:
+    """Does this text say an amount, a quantity or a time: a number written in thousands
+    ("200,000"), after a currency sign, or before a unit word ("240 dollars", 1280元)?"""
+    if _THOUSANDS.search(text):
+        return True
+    norm = normalize(text).text
+    return any(
+        _UNIT_AFTER.match(norm[m.end() :]) or _AMOUNT_BEFORE.search(norm[: m.start()]) for m in DIGIT_RUN.finditer(norm)
+    )
 
 
 def continues_number(text: str) -> bool:

@@ -12,7 +12,8 @@ import soxr
 
 from pipeline.asr import CallAudio, Engine
 from pipeline.asr.decode import GreedyDecoder, ends_in_loop
-from pipeline.asr.number_pass import NumberPass
+from pipeline.asr.number_pass import NumberPass, _RegionWindow
+from pipeline.asr.packing import PackedWindow, Piece
 from tests.unit.asr.speech import speak
 
 pytestmark = pytest.mark.model
@@ -79,3 +80,22 @@ def test_decodes_for_stuck_numbers_sample_reproducibly_and_stop_at_a_loop(engine
     # each row samples from its own seeded generator: the same draw alone as in a batch, every time
     assert hot == hot_alone and all(hot)
     assert stopped == ["", ""]  # each window ends at its first token, a timestamp
+
+
+
+def test_a_digits_only_decode_writes_nothing_but_digits_after_its_first_digit(engine: Engine) -> None:
+    speech = speak("My number is four, five, three, two, and thank you very much for your help.", voice="en-us+f4")
+    window = _RegionWindow(0, 1, PackedWindow((Piece(0, len(speech), 0, len(speech)),)), speech)
+    numbers = NumberPass(engine, ("en",))
+
+    def text(locked: bool) -> str:
+        tokens = numbers._decode(numbers.decoders["en", 0.0, locked], [window])[id(window)]
+        return engine.tokenizer.decode(tokens)
+
+    def after_first_digit(text: str) -> str:
+        return text[re.search(r"\d", text).start():]  # type: ignore[union-attr]
+
+    plain, locked = text(False), text(True)
+    assert re.search(r"[a-z]", after_first_digit(plain), re.I), plain
+    assert re.fullmatch(r"[\d ,.\-]+", after_first_digit(locked)), locked
+    assert len(re.findall(r"\d", locked)) >= 4, locked  # the number itself is still there

@@ -4,7 +4,15 @@ import pytest
 
 from pipeline.qa.normalize import normalize
 from pipeline.qa.pii import CUED_CONFIDENCE, LIKELY_CONFIDENCE, find_pii, redact_texts
-from pipeline.qa.spoken_numbers import continues_number, cue_type, cued_type, longest_digit_run, says_number
+from pipeline.qa.spoken_numbers import (
+    announces_number,
+    continues_number,
+    cue_type,
+    cued_type,
+    longest_digit_run,
+    names_amount,
+    says_number,
+)
 
 from .helpers import VALID_ID, VISA_CARD, seg, spoken_en
 
@@ -117,3 +125,28 @@ def test_digit_runs_and_number_regions():
     assert not says_number("Please keep your phone nearby in case the driver needs to call you.")
     assert continues_number("Mirror 4.") and continues_number("I am 441.")
     assert not continues_number("Can you spell your last name for me please?")
+
+
+@pytest.mark.parametrize(
+    ("text", "amount"),
+    [
+        ("My last bill was 200,000,000, 40,000.", True),  # thousands: an amount, however misheard
+        ("My last bill was $240.", True),
+        ("I paid 1 250 dollars", True),
+        ("我这个月的账单是1280元", True),
+        ("The delivery is on the 3 at 5 pm", True),
+        ("My mobile number is 1 time, 0, 8, 6, 8", False),
+        ("The card is 4, 5, 3, 2, 0, 1, 7", False),
+        ("卡号是518i,929", False),
+    ],
+)
+def test_amounts_are_told_from_numbers_being_read(text, amount):
+    assert names_amount(text) is amount
+
+
+def test_a_number_is_announced_by_a_number_word_or_a_cue():
+    assert announces_number("My name is Paul, or my number 3")
+    assert announces_number("My mobile is 1 time, 0")
+    assert announces_number("我的身份证是")
+    assert not announces_number("My last bill was 240")
+    assert not announces_number("I will call you back at 5")
