@@ -49,13 +49,12 @@ from pipeline.asr.numbers import (
     merge_number_texts,
     plan_number_regions,
     reads_as_number,
+    worth_digits_only,
 )
 from pipeline.asr.packing import RATE, PackedWindow, Piece
 from pipeline.asr.timing import timed_spans
 from pipeline.asr.transcript import CallTranscript
-from pipeline.qa.normalize import normalize
-from pipeline.qa.pii import classify_likely, classify_number
-from pipeline.qa.spoken_numbers import DIGIT_RUN, announces_number, digit_count, longest_digit_run, names_amount
+from pipeline.qa.spoken_numbers import longest_digit_run, names_amount
 
 if TYPE_CHECKING:
     from pipeline.asr.engine import Engine
@@ -170,7 +169,7 @@ class NumberPass:
         digits only after its first digit (and its fallbacks), kept where that reads as one."""
         decoded = self._decode_texts(lang, 0.0, False, windows)
         self._fall_back(lang, False, [w for w in windows if loops(decoded[id(w)])], decoded)
-        unread = [w for w in windows if _worth_digits_only(decoded[id(w)], w.first_pass)]
+        unread = [w for w in windows if worth_digits_only(decoded[id(w)], w.first_pass)]
         if unread:
             self.locked += len(unread)
             again = self._decode_texts(lang, 0.0, True, unread)
@@ -229,19 +228,3 @@ class NumberPass:
                 out[id(item)] = result.tokens
         return out
 
-
-def _worth_digits_only(text: str, first_pass: str) -> bool:
-    """Is a region whose decode reads ``text`` (the first pass's: ``first_pass``) worth decoding
-    again with digits only after the first digit: a number announced in either text and begun
-    ("my mobile number is 1 time, 0, 8, …") that does not read as one, and no amount in either
-    (forced to digits, "240 dollars" became "200,000,000, 40,000")."""
-    return (not _reads_as_kind(text) and digit_count(text) > 0
-            and (announces_number(text) or announces_number(first_pass))
-            and not (names_amount(text) or names_amount(first_pass)))
-
-
-def _reads_as_kind(text: str) -> bool:
-    """Does a run of digits in ``text`` read as a card, resident ID or phone number, checked
-    or by its shape (:mod:`pipeline.qa.pii`)?"""
-    runs = (m.group().replace(" ", "") for m in DIGIT_RUN.finditer(normalize(text).text))
-    return any(classify_number(d) or classify_likely(d) for d in runs)

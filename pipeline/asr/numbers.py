@@ -7,7 +7,8 @@ is said, with a prompt of digits read one by one, writes most of them digit for 
 (:mod:`pipeline.asr.number_pass`). This module decides which stretches: a segment that
 says a number (:func:`pipeline.qa.spoken_numbers.says_number`) plus the same channel's
 following segments that carry the number on (a slowly read number comes out of the first
-pass in short pieces), padded a little, each region at most ``max_len_s``.
+pass in short pieces), padded a little, each region at most ``max_len_s``; and which regions
+are worth a last, digits-only decode (:func:`worth_digits_only`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from pipeline.asr.transcript import Segment
-from pipeline.qa.spoken_numbers import continues_number, longest_digit_run, says_number
+from pipeline.qa.normalize import normalize
+from pipeline.qa.pii import classify_likely, classify_number
+from pipeline.qa.spoken_numbers import (
+    DIGIT_RUN,
+    announces_number,
+    continues_number,
+    digit_count,
+    longest_digit_run,
+    names_amount,
+    says_number,
+)
 
 MAX_GAP_S = 2.0  # a pause inside a number read in groups
 PAD_S = 0.3  # audio kept either side of the first pass's segment times (they are cut tight)
@@ -158,3 +169,23 @@ def accepted_text(new: str, old: str) -> str | None:
         new = new[: ends[-1]]
     run = longest_digit_run(new)
     return new if run >= MIN_ACCEPT_DIGITS and run >= longest_digit_run(old) else None
+
+
+def worth_digits_only(text: str, first_pass: str) -> bool:
+    """Is a region whose decode reads ``text`` (the first pass's: ``first_pass``) worth decoding
+    again with digits only after the first digit: a number announced in either text and begun
+    ("my mobile number is 1 time, 0, 8, …") that does not read as one, and no amount in either
+    (forced to digits, "240 dollars" became "200,000,000, 40,000")."""
+    return (
+        not _reads_as_kind(text)
+        and digit_count(text) > 0
+        and (announces_number(text) or announces_number(first_pass))
+        and not (names_amount(text) or names_amount(first_pass))
+    )
+
+
+def _reads_as_kind(text: str) -> bool:
+    """Does a run of digits in ``text`` read as a card, resident ID or phone number, checked
+    or by its shape (:mod:`pipeline.qa.pii`)?"""
+    runs = (m.group().replace(" ", "") for m in DIGIT_RUN.finditer(normalize(text).text))
+    return any(classify_number(d) or classify_likely(d) for d in runs)

@@ -8,6 +8,7 @@ from pipeline.asr.numbers import (
     merge_number_texts,
     plan_number_regions,
     reads_as_number,
+    worth_digits_only,
 )
 from pipeline.asr.transcript import Segment
 from pipeline.stages.redaction import _LONG_DIGIT_RUN
@@ -126,3 +127,17 @@ def test_a_decode_that_loops_or_runs_past_any_number_does_not_read_as_a_number()
     assert loops(twice) and not reads_as_number(twice)
     assert not loops("My number is one, one, nero, three.") and not reads_as_number("My number is one, one, nero.")
     assert not reads_as_number("I paid 50 then 20.")  # loop-free but no long number
+
+
+def test_only_an_announced_number_that_reads_as_no_kind_is_decoded_again_with_digits_only() -> None:
+    broken = "My mobile number is 1 time time 6, 0 time 1, 2 time 8, 0."
+    assert worth_digits_only(broken, broken)
+    # announced in the first pass only (the digit-prompted decode heard "my normal term")
+    assert worth_digits_only(
+        "My normal term, I am heaven, I am 1, 9, 2, 1, 0, heaven.", "My mobile number is 1k, 9192."
+    )
+    assert not worth_digits_only("My card number is 4, 5, 3, 2, 0, 1, 7, 8, 9, 6, 1, 2, 3, 4, 5, 6.", "")  # a card
+    assert not worth_digits_only("My mobile number is 1, 3, 9, 0, 0, 2, 1, 4, 5, 6, 7.", "")  # a phone
+    assert not worth_digits_only("My last bill was 240 dollars, the number is 7.", "")  # an amount
+    assert not worth_digits_only("I am 1, 9, 2, 1, 0.", "I am 1, 9, 2.")  # no number announced
+    assert not worth_digits_only("My mobile number is mirror time.", "")  # nothing begun
