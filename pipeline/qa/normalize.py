@@ -204,16 +204,21 @@ def _run_pieces(digits: list[tuple[str, int, int]], pieces: list[_Piece]) -> lis
 
 def _yao_as_one(pieces: list[_Piece]) -> list[_Piece]:
     """ASR writes the spoken 1 "幺" (yāo) as "要": read it as 1 where it opens a number
-    ("手机号是要81…": after 是/号/码/a colon, before two digits) or sits between digits."""
+    ("手机号是要81…": after 是/号/码/a colon, before two digits), opens a segment before three
+    digits (a number read on after a pause: "我的手机号是要三六 | 要四六一一零零三三") or sits
+    between digits."""
 
     def digit(k: int) -> bool:
         return 0 <= k < len(pieces) and (pieces[k][0] in _ZH_DIGITS or pieces[k][0].isdecimal())
 
     out = list(pieces)
     for i, (ch, a, b) in enumerate(pieces):
-        if ch != "要" or i == 0:
+        if ch != "要":
             continue
-        opens = pieces[i - 1][0] in _YAO_AFTER and digit(i + 1) and digit(i + 2)
+        if i == 0:
+            opens = digit(1) and digit(2) and digit(3)
+        else:
+            opens = pieces[i - 1][0] in _YAO_AFTER and digit(i + 1) and digit(i + 2)
         if opens or (digit(i - 1) and digit(i + 1)):
             out[i] = ("幺", a, b)
     return out

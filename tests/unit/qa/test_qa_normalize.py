@@ -67,6 +67,8 @@ def test_asr_spellings_of_spoken_digits():
     assert normalize("my pin is 518i").text == "my pin is 518i"  # English text: left alone
     assert normalize("手机号是要三七四要四零三六五四").text == "手机号是13741403654"  # and between digits
     assert normalize("三个要五个").text == "三个要五个"
+    assert normalize("要四六一一零零三三").text == "146110033"  # a number read on after a pause
+    assert normalize("要三四天").text == "要三四天" and normalize("要五六个人").text == "要五六个人"
     assert normalize("four, five. 3 nine").text == "4 5 39"
     assert normalize("five for three").text == "543"  # a homophone between digits
     assert normalize("I want to go for 2 days").text == "i want to go for 2 days"
