@@ -165,8 +165,10 @@ class NumberPass:
     def _decode_with_fallback(self, lang: str, windows: list[_RegionWindow]) -> dict[int, str]:
         """Text of each window (by id): greedy, or for a window whose greedy decode looped the
         first of the fallback temperatures' texts that reads as a number (none: the greedy's).
-        A window that still does not read as a number but holds digits is decoded once more with
-        digits only after its first digit (and its fallbacks), kept where that reads as one."""
+        A window whose text still reads as no card, ID or phone number although one was announced
+        and begun (:func:`pipeline.asr.numbers.worth_digits_only`) is decoded once more with digits
+        only after its first digit (and its fallbacks), kept where that reads as a number at least
+        as long and not as an amount."""
         decoded = self._decode_texts(lang, 0.0, False, windows)
         self._fall_back(lang, False, [w for w in windows if loops(decoded[id(w)])], decoded)
         unread = [w for w in windows if worth_digits_only(decoded[id(w)], w.first_pass)]
@@ -227,4 +229,3 @@ class NumberPass:
             for item, result in zip(batch.items, results, strict=True):
                 out[id(item)] = result.tokens
         return out
-
