@@ -29,6 +29,7 @@ from pipeline.adapters.file_store import FileStore
 from pipeline.errors import DecodeError
 from pipeline.events import AudioArrived, DeadLetter, ObjectRef, RoutedCall, Transcript, decode, encode
 from pipeline.qa import CallQAResult, QAEngine, read_results_jsonl, write_report
+from pipeline.run.interrupts import Interrupts
 from pipeline.run.progress_bar import AudioProgress
 from pipeline.stages.asr import AsrBatch, AsrInput, AsrStage, SpeechEngine, Transcribed
 from pipeline.stages.batching import BatchBudget, plan_batches
@@ -78,11 +79,13 @@ Progress = Callable[[Sequence[RoutedCall]], None]  # the calls just finished (tr
 
 
 class EmbeddedRunner:
-    def __init__(self, opts: RunOptions, store: ObjectStore, engine: SpeechEngine, qa: QAEngine | None) -> None:
+    def __init__(self, opts: RunOptions, store: ObjectStore, engine: SpeechEngine, qa: QAEngine | None,
+                 interrupts: Interrupts | None = None) -> None:
         self.opts, self.store = opts, store
         self.router = ArrivalRouter(store=store, buckets=opts.buckets, partitions_of=lambda bucket: 1,
                                     max_duration_s=opts.max_duration_s)
         self.fetcher = Fetcher(store)
+        self.interrupts = interrupts or Interrupts()
         self.asr = AsrStage(self.fetcher, engine)
         self.qa = QaStage(qa) if qa is not None else None
 
@@ -115,6 +118,8 @@ class EmbeddedRunner:
                 summary.repaired.append(f"{name}: dropped an incomplete last line ({dropped} bytes) left by "
                                         f"an interrupted run; that call is processed again")
         routed, dead = self.route_all(refs, summary)
+        if self.interrupts.seen:  # as in process(): the probe reads headers the same way
+            raise KeyboardInterrupt
         on_done = progress(routed)
         with _Outputs(self.opts.out_dir, summary) as out:
             for letter in dead:
@@ -144,6 +149,8 @@ class EmbeddedRunner:
     def process(self, inputs: list[AsrInput[str]], out: _Outputs) -> None:
         """One batch of routed-call events through the ASR and QA stages, outcomes to the files."""
         batch: AsrBatch[str] = self.asr.transcribe(self.asr.prepare(inputs))
+        if self.interrupts.seen:  # a Ctrl-C a decoder swallowed while reading: no call is dead-lettered for it
+            raise KeyboardInterrupt
         out.summary.speech_s += sum(b.speech_s for b in batch.stats)
         out.summary.padded_s += sum(b.computed_s for b in batch.stats)
         for outcome in batch.outcomes:
@@ -359,7 +366,8 @@ def run_paths(settings: Any, paths: list[str], out_dir: Path, metadata: dict[str
         return bars[-1].done
 
     try:
-        return EmbeddedRunner(opts, store, engine, qa).run(refs, progress)
+        with Interrupts().watching() as interrupts:
+            return EmbeddedRunner(opts, store, engine, qa, interrupts).run(refs, progress)
     finally:
         for bar in bars:
             bar.close()

@@ -277,3 +277,31 @@ def test_the_summary_names_the_file_of_a_call_that_failed_after_routing(tmp_path
     broken = DeadLetter.of(payload=b"nonsense", key=b"c9", reason="malformed_event", message="m", stage="asr")
     assert [letter_file(d) for d in (asr, router, broken)] == ["/in/day 1/crashed.wav", "/in/x.wav", "c9"]
     assert "  /in/day 1/crashed.wav: decode_failed (m)" in render_summary(RunSummary(), [], [asr])
+
+
+def test_a_ctrl_c_that_a_decoder_swallowed_stops_the_run_and_dead_letters_nothing(tmp_path: Path) -> None:
+    import signal
+
+    from pipeline.run.interrupts import Interrupts
+    from tests.fakes import FakeEngine
+
+    def swallowed(call_id: str) -> bool:
+        try:
+            signal.raise_signal(signal.SIGINT)  # the handler raises KeyboardInterrupt here ...
+        except KeyboardInterrupt:
+            pass  # ... and a C callback drops it, as soundfile's read callbacks do
+        return True  # the work in hand then fails
+
+    calls = tmp_path / "in"
+    calls.mkdir()
+    shutil.copy(SAMPLES / "sample-01-clean.wav", calls / "a.wav")
+    out = tmp_path / "out"
+    opts = RunOptions(out_dir=out, buckets=Buckets((30.0, 120.0, 600.0), ("short", "medium", "long", "xlong")),
+                      budget=BatchBudget(8, 240.0))
+    interrupts = Interrupts()
+    runner = EmbeddedRunner(opts, FileStore(), FakeEngine(fail=swallowed), None, interrupts)
+    with interrupts.watching(), pytest.raises(KeyboardInterrupt):
+        runner.run([FileStore.ref_for(calls / "a.wav")], lambda calls: lambda finished: None)
+    assert interrupts.seen
+    assert not (out / DEAD_LETTERS).exists() or (out / DEAD_LETTERS).read_bytes() == b""
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
