@@ -197,7 +197,8 @@ class GreedyDecoder:
             state.prev, state.last = state.last, nxt
             is_ts = nxt >= self.tb
             state.ts_max = torch.where(is_ts, torch.maximum(state.ts_max, nxt - self.tb), state.ts_max)
-            state.locked = state.locked | digit_ids[nxt]
+            if self.opts.digits_after_digit:
+                state.locked = state.locked | digit_ids[nxt]
             step += 1
             if all(done):
                 break

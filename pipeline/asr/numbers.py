@@ -153,6 +153,12 @@ def loops(text: str) -> bool:
     return cut_loop(text) != text or longest_digit_run(text) > MAX_ACCEPT_DIGITS
 
 
+def loops_on_digits(text: str) -> bool:
+    """Whether a decode of a number region got stuck while writing digits (the case a decode
+    at a temperature may mend): it loops and holds a digit."""
+    return loops(text) and digit_count(text) > 0
+
+
 def reads_as_number(text: str) -> bool:
     """Whether a decode of a number region reads as one long number, loop-free."""
     return not loops(text) and longest_digit_run(text) >= MIN_ACCEPT_DIGITS

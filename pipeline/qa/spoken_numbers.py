@@ -26,6 +26,7 @@ MIN_CUED_DIGITS = 9  # an 11-digit mobile with two digits lost; longer than any 
 MAX_CUED_DIGITS = 20
 CUE_WITHIN_CHARS = 24  # "my card number is" / "卡号是" / "the long number on my card is"
 MIN_DIGITS_TO_REDECODE = 4  # digits (or digit words) in a segment that make it a number region
+MAX_CONTINUING_WORDS = 3  # a digit-free segment this short may still carry on a number
 
 # cue -> the PII type a number after it is. English on word boundaries; Chinese as substrings.
 _EN_CUES: tuple[tuple[re.Pattern[str], PIIType], ...] = (
@@ -49,6 +50,7 @@ _UNIT_AFTER = re.compile(
 _AMOUNT_BEFORE = re.compile(r"(?:\$|¥|￥|€|£|usd|rmb)\s*$")
 DIGIT_RUN = re.compile(r"[0-9]+(?: [0-9]+)*")
 _THOUSANDS = re.compile(r"(?<![0-9.,])[0-9]{1,3}(?:,[0-9]{3})+(?![0-9])")  # "200,000": how ASR writes an amount
+_WORD = re.compile(r"[\u3400-\u9fff]|[^\W\u3400-\u9fff]+")  # a CJK character, or a run of other word characters
 
 
 def cue_type(text: str) -> PIIType | None:
@@ -114,6 +116,8 @@ def names_amount(text: str) -> bool:
 
 def continues_number(text: str) -> bool:
     """Could this segment carry on a number the previous one started: it holds a digit, or it is
-    a few words at most (ASR splits a slowly read number into short pieces: "1.", "Mirror 4.")."""
+    a few words at most (ASR splits a slowly read number into short pieces: "1.", "Mirror 4.").
+    Each Chinese character counts as a word: unspaced, a whole sentence ("我的信用卡好像被盗刷了")
+    would otherwise be one, and join the number region of the agent's question before it."""
     norm = normalize(text).text
-    return any(ch.isdigit() for ch in norm) or len(norm.split()) <= 3
+    return any(ch.isdigit() for ch in norm) or len(_WORD.findall(norm)) <= MAX_CONTINUING_WORDS

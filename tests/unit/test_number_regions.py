@@ -5,6 +5,7 @@ from pipeline.asr.numbers import (
     cut_loop,
     extend_to_speech,
     loops,
+    loops_on_digits,
     merge_number_texts,
     plan_number_regions,
     reads_as_number,
@@ -53,6 +54,19 @@ def test_a_long_pause_or_a_long_sentence_ends_a_region() -> None:
         seg(1, 9.5, 13.0, "Can you spell your last name for me please?"),
     ]
     assert [r.segments for r in plan_number_regions(segments, 20.0)] == [(0,)]
+
+
+def test_a_chinese_sentence_after_an_asked_number_does_not_join_its_region() -> None:
+    # unspaced, a whole Chinese sentence used to count as one word, so "a few words" that may carry
+    # on a number: the agent's question and two unrelated sentences were decoded again as one region
+    segments = [
+        seg(0, 1.0, 3.9, "请您提供一下您的手机号码。", "zh"),
+        seg(0, 4.5, 7.0, "我的信用卡好像被盗刷了。", "zh"),
+        seg(0, 7.5, 13.6, "请帮我冻结, 我想查询一下我上个月的话费账单。", "zh"),
+        seg(1, 20.0, 22.0, "我的手机号是", "zh"),
+        seg(1, 22.5, 23.0, "好的", "zh"),  # short: may still be part of the number
+    ]
+    assert [r.segments for r in plan_number_regions(segments, 30.0)] == [(0,), (3, 4)]
 
 
 def test_regions_never_exceed_one_window() -> None:
@@ -127,6 +141,10 @@ def test_a_decode_that_loops_or_runs_past_any_number_does_not_read_as_a_number()
     assert loops(twice) and not reads_as_number(twice)
     assert not loops("My number is one, one, nero, three.") and not reads_as_number("My number is one, one, nero.")
     assert not reads_as_number("I paid 50 then 20.")  # loop-free but no long number
+    # only a loop while writing digits is worth a decode at a temperature
+    assert loops_on_digits(stuck) and loops_on_digits(twice)
+    assert not loops_on_digits("我想查询一下我上个月的话费账单。" * 8)
+    assert loops("我想查询一下我上个月的话费账单。" * 8)
 
 
 def test_only_an_announced_number_that_reads_as_no_kind_is_decoded_again_with_digits_only() -> None:

@@ -125,6 +125,8 @@ def test_digit_runs_and_number_regions():
     assert not says_number("Please keep your phone nearby in case the driver needs to call you.")
     assert continues_number("Mirror 4.") and continues_number("I am 441.")
     assert not continues_number("Can you spell your last name for me please?")
+    assert continues_number("好的") and continues_number("幺三九")
+    assert not continues_number("我的信用卡好像被盗刷了。")  # each character counts as a word
 
 
 @pytest.mark.parametrize(
