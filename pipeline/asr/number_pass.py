@@ -154,7 +154,7 @@ class NumberPass:
             decoded = self._decode_with_fallback(lang, [w for w, _ in items])
             for window, region in items:
                 self.regions += 1
-                new = accepted_text(decoded[id(window)], window.first_pass)
+                new = accepted_text(decoded[id(window)], window.first_pass, window.duration_s)
                 if new is not None:
                     self.replaced += 1
                     texts.setdefault(window.call, []).append((region, new))

@@ -35,6 +35,10 @@ PAD_S = 0.3  # audio kept either side of the first pass's segment times (they ar
 MAX_REGION_S = 28.0  # one decoder window, with room for the padding
 MIN_ACCEPT_DIGITS = 8  # shorter than any card, resident ID or phone number
 MAX_ACCEPT_DIGITS = 24  # longer than any (19 digits) with a misheard digit or two: a repetition loop
+# faster than anyone reads digits. In tools/eval_qa's transcripts of seeds 1-13, every number said
+# ran at 5 digits a second or less over its first-pass segment (a Mandarin mobile in 2.4 s); the two
+# faster ones, 21 digits in 1.9 s, were read where no number was said
+MAX_DIGITS_PER_S = 7.0
 _SENTENCE_END = re.compile(r"[.?!。？！]")
 _ITEM = re.compile(r"[0-9]+|[^\W\d_]+")
 MAX_LOOP_PERIOD = 4
@@ -164,16 +168,23 @@ def reads_as_number(text: str) -> bool:
     return not loops(text) and longest_digit_run(text) >= MIN_ACCEPT_DIGITS
 
 
-def accepted_text(new: str, old: str) -> str | None:
-    """The second decode's text if it reads as a longer number than the first pass's, cut
-    before a repetition loop; None to keep the first pass."""
+def accepted_text(new: str, old: str, duration_s: float) -> str | None:
+    """The second decode's text of a region of ``duration_s`` if it reads as a longer number than
+    the first pass's, cut before a repetition loop; None to keep the first pass. A number longer
+    than the region's audio could hold (``MAX_DIGITS_PER_S``) is never taken: prompted with digits,
+    the model sometimes goes on reading them where none are said. Where the first pass's own number
+    is such a one, the second decode's loop-free text replaces it even without a number."""
     new = cut_loop(new)
     if longest_digit_run(new) > MAX_ACCEPT_DIGITS:
         ends = [m.end() for m in _SENTENCE_END.finditer(new) if longest_digit_run(new[: m.end()]) <= MAX_ACCEPT_DIGITS]
         if not ends:
             return None
         new = new[: ends[-1]]
-    run = longest_digit_run(new)
+    run, most = longest_digit_run(new), MAX_DIGITS_PER_S * duration_s
+    if run > most:
+        return None
+    if longest_digit_run(old) > most:
+        return new if _ITEM.search(new) else None
     return new if run >= MIN_ACCEPT_DIGITS and run >= longest_digit_run(old) else None
 
 

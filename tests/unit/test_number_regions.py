@@ -88,18 +88,30 @@ def test_a_region_is_replaced_by_one_segment_and_the_rest_kept() -> None:
 
 def test_the_second_decode_wins_only_when_it_reads_as_a_longer_number() -> None:
     first = "My card number is 6264M and time 16364269."
-    assert accepted_text("My card number is 6, 2, 6, 4, 7, 5, 1, 6, 3, 6, 5, 4, 6, 2, 9, 9.", first)
-    assert accepted_text("My card number is 6, 2, 6, 4.", first) is None  # shorter
-    assert accepted_text("I have not made your phone number 100,000.", "I have updated your phone number.") is None
-    assert accepted_text("4, 5, 3, 2, 0, 1, 5, 1", "4532 0151 1283 0366") is None  # the first pass had more
+    assert accepted_text("My card number is 6, 2, 6, 4, 7, 5, 1, 6, 3, 6, 5, 4, 6, 2, 9, 9.", first, 6.0)
+    assert accepted_text("My card number is 6, 2, 6, 4.", first, 6.0) is None  # shorter
+    assert accepted_text("I have not made your phone number 100,000.", "I have updated your phone number.", 4.0) is None
+    assert accepted_text("4, 5, 3, 2, 0, 1, 5, 1", "4532 0151 1283 0366", 6.0) is None  # the first pass had more
+
+
+def test_no_number_is_taken_that_the_audio_is_too_short_to_hold() -> None:
+    # "订单尾号是四五一二" (the last four of an order number) in a 2.4 s region, prompted with digits
+    read_on = "电单尾号是5, 5.1, 0, 0, 0, 4, 5, 6, 7, 8, 7, 8, 9, 9, 8, 10, 8, 10,"
+    assert accepted_text(read_on, "定单尾号是四五一案。", 2.4) is None
+    assert accepted_text(read_on, "定单尾号是四五一案。", 6.0) == read_on  # said slowly enough: taken
+    # a first-pass number no one could say in its time gives way to the second decode's reading
+    copied = "If this investment is 3-3-1-104-0-1-9-104-1-0-1-108-6-3-2."
+    assert accepted_text("And the investment is 3.", copied, 2.5) == "And the investment is 3."
+    assert accepted_text("", copied, 2.5) is None
+    assert accepted_text("And the investment is 3.", copied, 6.0) is None  # time enough: kept
 
 
 def test_a_repetition_loop_is_cut_at_the_sentence_before_it_or_dropped() -> None:
     said = "My ID number is 3, 2, 0, 1, 0, 2, 2, 0, 0, 2, 0, 1, 0, 8, 0, 1, 8 2."
     looped = said + " " + ", ".join("31415926535897932384626")  # runs on past any number's length
-    assert accepted_text(looped, "My number is 3.") == said
-    assert accepted_text(said + " " + "1, 0, " * 40, "My number is 3.") == said + " 1, 0"  # a loop kept once
-    assert accepted_text("1, " * 60, "My number is 3.") is None
+    assert accepted_text(looped, "My number is 3.", 10.0) == said
+    assert accepted_text(said + " " + "1, 0, " * 40, "My number is 3.", 10.0) == said + " 1, 0"  # a loop kept once
+    assert accepted_text("1, " * 60, "My number is 3.", 10.0) is None
 
 
 def test_redaction_backstop_masks_card_length_runs_as_asr_writes_them() -> None:
