@@ -62,7 +62,7 @@ class Settings(BaseSettings):
     asr_language: str | None = None  # None: detect per channel
     asr_threads: int | None = None
     # languages whose number regions get a second, digit-biased decode (pipeline/asr/number_pass.py)
-    asr_number_languages: tuple[str, ...] = ("en",)
+    asr_number_languages: tuple[str, ...] = ("en", "zh")
 
     # Transcripts are published PII-redacted. Raw text only where an operator turns this on,
     # and then only onto asr.transcripts.raw (short retention, see topics/catalog.yaml).

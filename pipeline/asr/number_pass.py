@@ -23,8 +23,10 @@ number is over it ends the window, the rest decoded freely as above. Regions tha
 are left out: forced to digits, "two hundred and forty dollars" came out "200,000,000, 40,000".
 
 The new text replaces the region's first-pass segments only when it reads as a longer
-number than the first pass's, and a decode that still loops is cut or dropped
-(:func:`pipeline.asr.numbers.accepted_text`). Regions are batched like first-pass windows
+number than the first pass's and one the region's audio could hold (7 digits a second at
+most), and a decode that still loops is cut or dropped (:func:`pipeline.asr.numbers.accepted_text`).
+A first-pass number said faster than that (the model copying an earlier number into a
+sentence) gives way to the second decode's text. Regions are batched like first-pass windows
 (the engine's planner, encoder and memory pool).
 """
 

@@ -1,20 +1,24 @@
-"""The engine's digit-biased second decode of number regions, on real speech (espeak-ng, 8 kHz)."""
+"""The engine's digit-biased second decode of number regions, on real speech (espeak-ng and a Mandarin
+neural voice, 8 kHz)."""
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import replace
 from difflib import SequenceMatcher
 
 import numpy as np
 import pytest
+import soundfile as sf
 import soxr
 
 from pipeline.asr import CallAudio, Engine
 from pipeline.asr.decode import GreedyDecoder, ends_in_loop
 from pipeline.asr.number_pass import NumberPass, _RegionWindow
 from pipeline.asr.packing import PackedWindow, Piece
-from tests.unit.asr.speech import speak
+from pipeline.qa.spoken_numbers import longest_digit_run
+from tests.unit.asr.speech import ZH_DIR, speak
 
 pytestmark = pytest.mark.model
 
@@ -82,7 +86,6 @@ def test_decodes_for_stuck_numbers_sample_reproducibly_and_stop_at_a_loop(engine
     assert stopped == ["", ""]  # each window ends at its first token, a timestamp
 
 
-
 def test_a_digits_only_decode_writes_nothing_but_digits_after_its_first_digit(engine: Engine) -> None:
     speech = speak("My number is four, five, three, two, and thank you very much for your help.", voice="en-us+f4")
     window = _RegionWindow(0, 1, PackedWindow((Piece(0, len(speech), 0, len(speech)),)), speech)
@@ -99,3 +102,21 @@ def test_a_digits_only_decode_writes_nothing_but_digits_after_its_first_digit(en
     assert re.search(r"[a-z]", after_first_digit(plain), re.I), plain
     assert re.fullmatch(r"[\d ,.\-]+", after_first_digit(locked)), locked
     assert len(re.findall(r"\d", locked)) >= 4, locked  # the number itself is still there
+
+
+def test_a_card_read_in_mandarin_comes_out_as_one_long_number(engine: Engine) -> None:
+    # the first pass hears some digits as characters ("我的卡号是4528 | 351分 | 4287 | 676英")
+    [clip] = json.loads((ZH_DIR.parent / "zh-numbers" / "manifest.json").read_text())["clips"]
+    card, _ = sf.read(ZH_DIR.parent / "zh-numbers" / clip["file"], dtype="float32")
+    lead, _ = sf.read(ZH_DIR / "zh02.wav", dtype="float32")  # 我想查询一下我上个月的话费账单。
+    speech = soxr.resample(np.concatenate([lead, np.zeros(9_600, np.float32), card]), 16_000, 8_000)
+    call = CallAudio("zh-card", np.pad(speech, (4_000, 4_000))[None, :].astype(np.float32), 8_000, ("customer",))
+    plain = engine.transcribe(call)
+    engine.numbers = NumberPass(engine, ("zh",))
+    try:
+        second = engine.transcribe(call)
+    finally:
+        engine.numbers = None
+    assert longest_digit_run(plain.text) < 16, plain.text
+    digits = "".join(re.findall(r"\d", second.text))
+    assert longest_digit_run(second.text) == 16 and similarity(digits, clip["digits"]) >= 0.75, second.text
