@@ -51,6 +51,7 @@ from pipeline.asr.numbers import (
     merge_number_texts,
     plan_number_regions,
     reads_as_number,
+    with_first_pass_cue,
     worth_digits_only,
 )
 from pipeline.asr.packing import RATE, PackedWindow, Piece
@@ -159,7 +160,7 @@ class NumberPass:
                 new = accepted_text(decoded[id(window)], window.first_pass, window.duration_s)
                 if new is not None:
                     self.replaced += 1
-                    texts.setdefault(window.call, []).append((region, new))
+                    texts.setdefault(window.call, []).append((region, with_first_pass_cue(new, window.first_pass)))
         self.seconds += time.perf_counter() - started
         return [dataclasses.replace(t, segments=merge_number_texts(t.segments, texts[i])) if i in texts else t
                 for i, t in enumerate(transcripts)]

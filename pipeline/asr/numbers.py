@@ -21,9 +21,11 @@ from pipeline.asr.transcript import Segment
 from pipeline.qa.normalize import normalize
 from pipeline.qa.pii import classify_likely, classify_number
 from pipeline.qa.spoken_numbers import (
+    CUE_WITHIN_CHARS,
     DIGIT_RUN,
     announces_number,
     continues_number,
+    cue_type,
     digit_count,
     longest_digit_run,
     names_amount,
@@ -186,6 +188,28 @@ def accepted_text(new: str, old: str, duration_s: float) -> str | None:
     if longest_digit_run(old) > most:
         return new if _ITEM.search(new) else None
     return new if run >= MIN_ACCEPT_DIGITS and run >= longest_digit_run(old) else None
+
+
+def with_first_pass_cue(new: str, old: str) -> str:
+    """``new`` with the first pass's words before its number where only those name the number's
+    kind: prompted with digits, the second decode hears the words around a number worse ("My
+    mobile number is 1x162…" came back "My total number is 1, 1, 6, …", 卡号是 as 卡后为号是), and
+    without its cue a number with a digit lost is no longer taken for a phone or a card."""
+    before_old, before_new = _before_number(old), _before_number(new)
+    if before_old is None or before_new is None:
+        return new
+    cue = cue_type(before_old[0][-CUE_WITHIN_CHARS:])
+    if cue is None or cue_type(before_new[0][-CUE_WITHIN_CHARS:]) == cue:
+        return new
+    return old[: before_old[1]] + new[before_new[1] :]
+
+
+def _before_number(text: str) -> tuple[str, int] | None:
+    """The normalised text before the first digit of ``text`` (a spoken digit word counts) and
+    where that digit starts in ``text``; None where there is no digit."""
+    norm = normalize(text)
+    at = next((i for i, ch in enumerate(norm.text) if ch.isdigit()), None)
+    return None if at is None else (norm.text[:at], norm.starts[at])
 
 
 def worth_digits_only(text: str, first_pass: str) -> bool:

@@ -9,6 +9,7 @@ from pipeline.asr.numbers import (
     merge_number_texts,
     plan_number_regions,
     reads_as_number,
+    with_first_pass_cue,
     worth_digits_only,
 )
 from pipeline.asr.transcript import Segment
@@ -171,3 +172,36 @@ def test_only_an_announced_number_that_reads_as_no_kind_is_decoded_again_with_di
     assert not worth_digits_only("My last bill was 240 dollars, the number is 7.", "")  # an amount
     assert not worth_digits_only("I am 1, 9, 2, 1, 0.", "I am 1, 9, 2.")  # no number announced
     assert not worth_digits_only("My mobile number is mirror time.", "")  # nothing begun
+
+
+def test_the_first_pass_words_naming_a_numbers_kind_are_kept_before_the_new_digits() -> None:
+    # prompted with digits, the second decode hears the cue worse; without it a 10-digit mobile
+    # (a digit lost) no longer reads as a phone
+    assert (
+        with_first_pass_cue(
+            "My total number is 1, 1, 6, 2, 0, 2, 3, 9, 6, 9.", "My mobile number is 1x162.02396. I am..."
+        )
+        == "My mobile number is 1, 1, 6, 2, 0, 2, 3, 9, 6, 9."
+    )
+    assert (
+        with_first_pass_cue("我的卡后为号是4, 5, 2, 8, 3, 5, 1, 4。", "我的卡号是4528 351分,4287,676英,")
+        == "我的卡号是4, 5, 2, 8, 3, 5, 1, 4。"
+    )
+    # a spoken digit word starts the number too: nothing is said twice
+    assert (
+        with_first_pass_cue("My normal term is 1, 9, 2, 1, 0, 1, 0, 7.", "My mobile number is one, nine, 9192.")
+        == "My mobile number is 1, 9, 2, 1, 0, 1, 0, 7."
+    )
+    # the second decode's words stay where the first pass names no kind, or the same one
+    assert (
+        with_first_pass_cue("我的身份证号是1, 1, 0, 1, 0, 5", "我的身份正号是1105 19730115")
+        == "我的身份证号是1, 1, 0, 1, 0, 5"
+    )
+    assert (
+        with_first_pass_cue("My card number is 6, 2, 6, 4, 7", "My card number is 6264M and time")
+        == "My card number is 6, 2, 6, 4, 7"
+    )
+    assert with_first_pass_cue("My number is 3, 2, 0, 1", "My name is one, two, nero") == "My number is 3, 2, 0, 1"
+    assert (
+        with_first_pass_cue("My number is 3, 2, 0, 1", "My mobile number is") == "My number is 3, 2, 0, 1"
+    )  # no digit
