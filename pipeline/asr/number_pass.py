@@ -26,7 +26,9 @@ The new text replaces the region's first-pass segments only when it reads as a l
 number than the first pass's and one the region's audio could hold (7 digits a second at
 most), and a decode that still loops is cut or dropped (:func:`pipeline.asr.numbers.accepted_text`).
 A first-pass number said faster than that (the model copying an earlier number into a
-sentence) gives way to the second decode's text. Regions are batched like first-pass windows
+sentence) gives way to the second decode's text. Where only the first pass names the number's
+kind before it ("My mobile number is", 卡号是), its words are kept before the new digits
+(:func:`pipeline.asr.numbers.with_first_pass_cue`). Regions are batched like first-pass windows
 (the engine's planner, encoder and memory pool).
 """
 
