@@ -17,6 +17,7 @@ from pipeline.asr import CallAudio, Engine
 from pipeline.asr.decode import GreedyDecoder, ends_in_loop
 from pipeline.asr.number_pass import NumberPass, _RegionWindow
 from pipeline.asr.packing import PackedWindow, Piece
+from pipeline.asr.transcript import CallTranscript
 from pipeline.qa.spoken_numbers import longest_digit_run
 from tests.unit.asr.speech import ZH_DIR, speak
 
@@ -36,6 +37,16 @@ def stereo_call(customer_text: str, agent_text: str) -> CallAudio:
     return CallAudio("numbers", samples, 8_000, ("agent", "customer"))
 
 
+def without_and_with_numbers(engine: Engine, call: CallAudio, language: str) -> tuple[CallTranscript, CallTranscript]:
+    """The call's transcript from the first pass alone, then with the number pass in ``language``."""
+    plain = engine.transcribe(call)
+    engine.numbers = NumberPass(engine, (language,))
+    try:
+        return plain, engine.transcribe(call)
+    finally:
+        engine.numbers = None
+
+
 def similarity(a: str, b: str) -> float:
     return SequenceMatcher(None, a, b).ratio()
 
@@ -44,12 +55,7 @@ def test_a_card_read_digit_by_digit_comes_out_as_digits_and_other_speech_is_unto
     card = "4293544171166346"
     call = stereo_call("My card number is " + ", ".join(WORDS[int(d)] for d in card) + ".",
                        "Thank you, can you read me the number on your card?")
-    plain = engine.transcribe(call)
-    engine.numbers = NumberPass(engine, ("en",))
-    try:
-        second = engine.transcribe(call)
-    finally:
-        engine.numbers = None
+    plain, second = without_and_with_numbers(engine, call, "en")
     digits = "".join(re.findall(r"\d", second.text_of("customer")))
     before = "".join(re.findall(r"\d", plain.text_of("customer")))
     # one numeral per spoken digit: the 16 digits in order, one or two misheard at most
@@ -111,12 +117,7 @@ def test_a_card_read_in_mandarin_comes_out_as_one_long_number(engine: Engine) ->
     lead, _ = sf.read(ZH_DIR / "zh02.wav", dtype="float32")  # 我想查询一下我上个月的话费账单。
     speech = soxr.resample(np.concatenate([lead, np.zeros(9_600, np.float32), card]), 16_000, 8_000)
     call = CallAudio("zh-card", np.pad(speech, (4_000, 4_000))[None, :].astype(np.float32), 8_000, ("customer",))
-    plain = engine.transcribe(call)
-    engine.numbers = NumberPass(engine, ("zh",))
-    try:
-        second = engine.transcribe(call)
-    finally:
-        engine.numbers = None
+    plain, second = without_and_with_numbers(engine, call, "zh")
     assert longest_digit_run(plain.text) < 16, plain.text
     digits = "".join(re.findall(r"\d", second.text))
     assert longest_digit_run(second.text) == 16 and similarity(digits, clip["digits"]) >= 0.75, second.text
