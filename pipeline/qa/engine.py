@@ -16,7 +16,7 @@ from typing import Any
 from pipeline.qa import metrics
 from pipeline.qa.context import CallContext, evidence, normalize_all, prepare
 from pipeline.qa.model import CallQAResult, CallText, Finding, PIISpan, PIIType, SegmentText, call_text_from
-from pipeline.qa.pii import PII_TYPES, PIIHit, find_pii, redact_texts
+from pipeline.qa.pii import PII_TYPES, UNCHECKED_TYPES, PIIHit, find_pii, redact_texts
 from pipeline.qa.rules import (
     LongSilenceRule,
     PIIRule,
@@ -140,7 +140,8 @@ def _pii_rule(rule: PIIRule, ctx: CallContext) -> list[Finding]:
             and ctx.in_window(rule, hit.start_s, hit.end_s)
         ):
             segs = [ctx.segments[idx] for idx in dict.fromkeys(idx for idx, _, _ in hit.parts)]
-            what = hit.type if hit.confidence >= 1.0 else f"likely {hit.type} (checksum failed)"
+            why = "no check exists" if hit.type in UNCHECKED_TYPES else "checksum failed"
+            what = hit.type if hit.confidence >= 1.0 else f"likely {hit.type} ({why})"
             finding = _metric_finding(rule, hit.start_s, hit.end_s, f"{what} spoken by the {hit.role}", hit.role)
             findings.append(_with(finding, evidence=evidence(segs), confidence=hit.confidence))
     return findings

@@ -1,4 +1,5 @@
-"""Personal data in speech: bank cards, Chinese resident IDs, phone numbers; and redaction.
+"""Personal data in speech: bank cards, Chinese resident IDs, phone numbers, US social
+security and bank account numbers; and redaction.
 
 Detection runs on normalised text, so numbers spoken digit by digit ("六二二二…",
 "four five three two…") are found like written ones. Numbers are read in groups
@@ -14,9 +15,11 @@ digits is a likely card (redaction fails closed on card-length runs), 17-19
 characters around a plausible birth date a likely resident ID, 10-12 digits
 starting 1[3-9] a likely CN mobile. A run of 9-20 digits that none of that takes is
 still taken right after a cue naming its kind ("my card number is …", 身份证号是…;
-:mod:`pipeline.qa.spoken_numbers`), and runs of card or ID length only together,
-across a few stray words ASR wrote inside the number ("196, I'm 9423", "15次 4810"), are masked
-as one. Those hits carry a lower confidence; digit groups right next to a hit in the
+:mod:`pipeline.qa.spoken_numbers`). Social security and account numbers carry no check, so
+they are taken on their cue ("my social is …", "account number", 账号), and a social security
+number also by its written shape alone: three groups of 3, 2 and 4 digits that make a valid
+one ("523-45-6789"). Runs of card or ID length only together, across a few stray words ASR
+wrote inside the number ("196, I'm 9423", "15次 4810"), are masked as one. Those hits carry a lower confidence; digit groups right next to a hit in the
 same run are masked with it. A hit reports type, role, time and confidence only —
 never the digits — and the original text range it covers, for redaction.
 """
@@ -32,8 +35,12 @@ from pipeline.qa.model import PIIType, SegmentText
 from pipeline.qa.normalize import Normalized
 from pipeline.qa.spoken_numbers import cued_type
 
-PII_TYPES: tuple[PIIType, ...] = ("bank_card", "cn_resident_id", "phone")
-REDACTION_LABEL: dict[PIIType, str] = {"bank_card": "[CARD]", "cn_resident_id": "[ID]", "phone": "[PHONE]"}
+PII_TYPES: tuple[PIIType, ...] = ("bank_card", "cn_resident_id", "phone", "us_ssn", "account_number")
+REDACTION_LABEL: dict[PIIType, str] = {
+    "bank_card": "[CARD]", "cn_resident_id": "[ID]", "phone": "[PHONE]", "us_ssn": "[SSN]", "account_number": "[ACCOUNT]",
+}
+UNCHECKED_TYPES: tuple[PIIType, ...] = ("us_ssn", "account_number")  # no checksum: taken by cue or shape only
+SSN_GROUPS = (3, 2, 4)  # how a social security number is written: 523-45-6789
 MAX_JOIN_GAP_S = 3.0  # a customer pausing mid-number splits it across segments
 MAX_NUMBER_DIGITS = 20  # longer than any card (19), resident ID (18) or E.164 number (15)
 MIN_NUMBER_DIGITS = 8  # shorter than any number taken (a '+' number of 8 digits)
@@ -94,6 +101,15 @@ def phone_valid(digits: str, plus: bool = False) -> bool:
         if digits.startswith(prefix) and _CN_MOBILE.fullmatch(digits[len(prefix) :]):
             return True
     return bool(_NANP.fullmatch(digits))
+
+
+def ssn_valid(digits: str) -> bool:
+    """A US social security number as issued: 9 digits, no area 000, 666 or 9xx, no group 00,
+    no serial 0000."""
+    return (
+        len(digits) == 9 and digits.isdigit() and digits[:3] not in ("000", "666") and digits[0] != "9"
+        and digits[3:5] != "00" and digits[5:] != "0000"
+    )
 
 
 def classify_number(digits: str, *, plus: bool = False, x_suffix: bool = False) -> PIIType | None:
@@ -168,7 +184,8 @@ def find_pii(
         ]
         untaken = []
         for chain in _chains(groups, stream):
-            numbers = _numbers_in_chain(chain) or _cued_number(chain, stream)
+            numbers = _numbers_in_chain(chain) or _ssn_shaped(chain) or _cued_number(chain, stream)
+            numbers = [_named_by_cue(number, chain, stream) for number in numbers]
             if not numbers:
                 untaken.append(chain)
             for first, last, kind, confidence in numbers:
@@ -261,12 +278,39 @@ def _numbers_in_chain(chain: list[_Group]) -> list[tuple[_Group, _Group, PIIType
 
 def _cued_number(chain: list[_Group], stream: str) -> list[tuple[_Group, _Group, PIIType, float]]:
     """A chain no check or shape took, taken whole on the cue before it ("my card number is …")."""
-    digits = "".join(g.digits for g in chain)
-    line_start = stream.rfind("\n", 0, chain[0].start) + 1
-    line_end = stream.find("\n", chain[-1].end)
-    after = stream[chain[-1].end : line_end if line_end >= 0 else len(stream)]
-    kind = cued_type(stream[line_start : chain[0].start], digits, after)
+    kind = _cue_kind(chain, stream)
     return [(chain[0], chain[-1], kind, CUED_CONFIDENCE)] if kind else []
+
+
+def _cue_kind(groups: list[_Group], stream: str) -> PIIType | None:
+    """The kind the cue right before these consecutive groups names, if they may be taken on it."""
+    digits = "".join(g.digits for g in groups)
+    line_start = stream.rfind("\n", 0, groups[0].start) + 1
+    line_end = stream.find("\n", groups[-1].end)
+    after = stream[groups[-1].end : line_end if line_end >= 0 else len(stream)]
+    return cued_type(stream[line_start : groups[0].start], digits, after)
+
+
+def _named_by_cue(number: tuple[_Group, _Group, PIIType, float], chain: list[_Group], stream: str
+                  ) -> tuple[_Group, _Group, PIIType, float]:
+    """A phone number by its pattern alone (no '+') that opens its chain right after a cue naming
+    a kind with no check is that kind: "my account number is 4262129972" (any ten digits fit the
+    North American plan about two times in three)."""
+    first, last, kind, _ = number
+    if kind != "phone" or first.plus or first is not chain[0]:
+        return number
+    end = next(i for i, g in enumerate(chain) if g is last)
+    cued = _cue_kind(chain[: end + 1], stream)
+    return (first, last, cued, CUED_CONFIDENCE) if cued in UNCHECKED_TYPES else number
+
+
+def _ssn_shaped(chain: list[_Group]) -> list[tuple[_Group, _Group, PIIType, float]]:
+    """A chain no check or other shape took that is written as a social security number is: 3, 2
+    and 4 digits, valid (taken by its shape: nothing checks it)."""
+    digits = "".join(g.digits for g in chain)
+    if tuple(len(g.digits) for g in chain) == SSN_GROUPS and ssn_valid(digits):
+        return [(chain[0], chain[-1], "us_ssn", LIKELY_CONFIDENCE)]
+    return []
 
 
 def _absorb(numbers: list[_Number], chain: list[_Group]) -> list[_Number]:

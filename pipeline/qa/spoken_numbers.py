@@ -7,7 +7,9 @@ Two uses, both pure (no torch):
   or a run of digits / digit words, however badly the first pass wrote them.
 - :func:`cued_type` is the last, checksum-free chance of the PII detector: a run of 9-20
   digits right after a cue naming the kind ("my card number is ...") is that kind, even
-  when ASR dropped or doubled digits so that neither checksum nor shape fits. Amounts,
+  when ASR dropped or doubled digits so that neither checksum nor shape fits. Social security
+  and bank account numbers, which have no checksum, are found this way only (a social
+  security number also by its written 3-2-4 shape, :mod:`pipeline.qa.pii`). Amounts,
   dates and times are not runs after such a cue, and a run followed by a currency or
   unit word is never taken.
 
@@ -24,6 +26,9 @@ from pipeline.qa.normalize import normalize
 
 MIN_CUED_DIGITS = 9  # an 11-digit mobile with two digits lost; longer than any amount said digit by digit
 MAX_CUED_DIGITS = 20
+# kinds whose numbers are not that long: a US social security number (9 digits, one dropped or
+# doubled), a bank account (8 digits in the UK, 8-17 in the US)
+CUED_DIGITS: dict[PIIType, tuple[int, int]] = {"us_ssn": (8, 10), "account_number": (8, MAX_CUED_DIGITS)}
 CUE_WITHIN_CHARS = 24  # "my card number is" / "卡号是" / "the long number on my card is"
 MIN_DIGITS_TO_REDECODE = 4  # digits (or digit words) in a segment that make it a number region
 MAX_CONTINUING_WORDS = 3  # a digit-free segment this short may still carry on a number
@@ -39,6 +44,14 @@ _ZH_CUES: tuple[tuple[re.Pattern[str], PIIType], ...] = (
     (re.compile(r"身份证|证件号"), "cn_resident_id"),
     (re.compile(r"手机|电话|联系方式"), "phone"),
 )
+# kinds with no check digit, taken on their cue alone; not cues of the ASR's number regions, which
+# were measured on the kinds above ("your account" is said in most calls without a number)
+_UNCHECKED_CUES: tuple[tuple[re.Pattern[str], PIIType], ...] = (
+    (re.compile(r"\b(?:social security|security number|ssn|social)\b"), "us_ssn"),
+    (re.compile(r"\b(?:account|acct)\b|账号|账户|户号"), "account_number"),
+)
+_CHECKED_CUES = (*_EN_CUES, *_ZH_CUES)
+_ALL_CUES = (*_CHECKED_CUES, *_UNCHECKED_CUES)
 # words that only open a number region (which kind is unknown): worth a second decode, never a type
 _EN_NUMBER_WORDS = re.compile(r"\b(?:number|digits|ssn|social security)\b")
 _ZH_NUMBER_WORDS = re.compile(r"号码|账号|尾号|卡号|号是|身份证号|手机号")
@@ -48,6 +61,12 @@ _UNIT_AFTER = re.compile(
     r"years?|months?|weeks?|times|am|pm|o'clock|元|块|毛|角|分钟|小时|天|年|月|号|日|点|岁|次|个|%)"
 )
 _AMOUNT_BEFORE = re.compile(r"(?:\$|¥|￥|€|£|usd|rmb)\s*$")
+# between a cue and a number, a word that makes the number an amount ("my account balance is …",
+# "the card limit is …", 账户余额是…), said without its currency
+_AMOUNT_AFTER_CUE = re.compile(
+    r"\b(?:balance|amount|total|limit|owe|owed|paid|pay|payment|charged?|fee|bill|overdrawn|worth|cost)\b"
+    r"|余额|金额|额度|欠|付|扣|费|共"
+)
 DIGIT_RUN = re.compile(r"[0-9]+(?: [0-9]+)*")
 _THOUSANDS = re.compile(r"(?<![0-9.,])[0-9]{1,3}(?:,[0-9]{3})+(?![0-9])")  # "200,000": how ASR writes an amount
 _WORD = re.compile(r"[\u3400-\u9fff]|[^\W\u3400-\u9fff]+")  # a CJK character, or a run of other word characters
@@ -55,23 +74,34 @@ _WORD = re.compile(r"[\u3400-\u9fff]|[^\W\u3400-\u9fff]+")  # a CJK character, o
 
 def cue_type(text: str) -> PIIType | None:
     """The PII type a cue in ``text`` (normalised) names, the last cue in it winning."""
-    best: tuple[int, PIIType] | None = None
-    for pattern, kind in (*_EN_CUES, *_ZH_CUES):
+    cue = _last_cue(text, _ALL_CUES)
+    return cue[0] if cue else None
+
+
+def _last_cue(text: str, cues: tuple[tuple[re.Pattern[str], PIIType], ...]) -> tuple[PIIType, int] | None:
+    """The last of ``cues`` in ``text``: the type it names and where it ends."""
+    best: tuple[int, PIIType, int] | None = None
+    for pattern, kind in cues:
         for m in pattern.finditer(text):
             if best is None or m.start() > best[0]:
-                best = (m.start(), kind)
-    return best[1] if best else None
+                best = (m.start(), kind, m.end())
+    return (best[1], best[2]) if best else None
 
 
 def cued_type(before: str, digits: str, after: str = "") -> PIIType | None:
-    """The type of the digit run ``digits`` taken on its cue alone: 9-20 digits, a cue in the
-    ``CUE_WITHIN_CHARS`` characters before it, no currency sign before and no unit after it.
-    ``before`` and ``after`` are the normalised text around the run."""
-    if not MIN_CUED_DIGITS <= len(digits) <= MAX_CUED_DIGITS or len(set(digits)) < 3:
+    """The type of the digit run ``digits`` taken on its cue alone: a cue in the
+    ``CUE_WITHIN_CHARS`` characters before it, 9-20 digits (or as ``CUED_DIGITS`` says for the
+    kind), no currency sign before and no unit after it. ``before`` and ``after`` are the
+    normalised text around the run."""
+    if len(set(digits)) < 3 or _UNIT_AFTER.match(after) or _AMOUNT_BEFORE.search(before):
         return None
-    if _UNIT_AFTER.match(after) or _AMOUNT_BEFORE.search(before):
+    window = before[-CUE_WITHIN_CHARS:]
+    cue = _last_cue(window, _ALL_CUES)
+    if cue is None or _AMOUNT_AFTER_CUE.search(window[cue[1] :]):
         return None
-    return cue_type(before[-CUE_WITHIN_CHARS:])
+    kind = cue[0]
+    low, high = CUED_DIGITS.get(kind, (MIN_CUED_DIGITS, MAX_CUED_DIGITS))
+    return kind if low <= len(digits) <= high else None
 
 
 def digit_count(text: str) -> int:
@@ -100,7 +130,7 @@ def announces_number(text: str) -> bool:
     """Does this text name a number being given: a word for a number ("number", 号码) or a cue
     naming its kind ("card", "mobile", 身份证)?"""
     norm = normalize(text).text
-    return bool(_EN_NUMBER_WORDS.search(norm) or _ZH_NUMBER_WORDS.search(norm) or cue_type(norm))
+    return bool(_EN_NUMBER_WORDS.search(norm) or _ZH_NUMBER_WORDS.search(norm) or _last_cue(norm, _CHECKED_CUES))
 
 
 def names_amount(text: str) -> bool:

@@ -247,6 +247,22 @@ def test_default_pack_on_a_clean_and_a_bad_call():
     assert [p.type for p in bad.pii] == ["bank_card"]
 
 
+def test_the_default_pack_flags_a_social_security_number_read_back_and_says_nothing_checks_it():
+    engine = QAEngine(load_packs())
+    result = engine.evaluate(call(
+        seg("customer", 0, 5, "My social security number is five two three, four five, six seven eight nine."),
+        seg("agent", 6, 10, "So that is 523-45-6789, and your account number is 44710093?"),
+        lang="en",
+    ))  # fmt: skip
+    flagged = {(f.rule_id, f.role): f for f in result.findings if f.rule_id.startswith("pii.")}
+    assert set(flagged) == {("pii.customer_discloses", "customer"), ("pii.agent_reads_back", "agent")}
+    assert "likely us_ssn (no check exists)" in flagged["pii.agent_reads_back", "agent"].message
+    assert sorted((p.type, p.role) for p in result.pii) == [
+        ("account_number", "agent"), ("us_ssn", "agent"), ("us_ssn", "customer")]
+    assert [s.text for s in result.redacted_segments] == [
+        "My social security number is [SSN].", "So that is [SSN], and your account number is [ACCOUNT]?"]
+
+
 def test_result_round_trips_through_json():
     engine = QAEngine(load_packs())
     result = engine.evaluate(call(seg("agent", 0, 5, f"卡号{VALID_CARD}, no risk")))

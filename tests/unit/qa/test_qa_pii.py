@@ -5,6 +5,7 @@ import pytest
 
 from pipeline.qa.normalize import normalize
 from pipeline.qa.pii import (
+    CUED_CONFIDENCE,
     LIKELY_CONFIDENCE,
     _Group,
     _take_numbers,
@@ -15,6 +16,7 @@ from pipeline.qa.pii import (
     luhn_valid,
     phone_valid,
     redact_texts,
+    ssn_valid,
 )
 
 from .helpers import INVALID_CARD, INVALID_ID, VALID_CARD, VALID_ID, VISA_CARD, seg, spoken_en, spoken_zh
@@ -90,6 +92,64 @@ def test_phone_numbers():
     )
     assert [h.type for h in hits] == ["phone", "phone", "phone"]
     assert redacted == ["手机号[PHONE]", "call me on [PHONE] or [PHONE]"]
+
+
+def test_social_security_numbers_by_their_cue_or_their_written_shape():
+    assert ssn_valid("523456789") and ssn_valid("078051120")
+    assert not any(map(ssn_valid, ("000456789", "666456789", "923456789", "523006789", "523450000", "52345678")))
+    cases = [
+        ("My social security number is 523-45-6789.", "My social security number is [SSN].", LIKELY_CONFIDENCE),
+        ("five two three, four five, six seven eight nine", "[SSN]", LIKELY_CONFIDENCE),
+        ("My SSN is 5, 2, 3, 4, 5, 6, 7, 8.", "My SSN is [SSN].", CUED_CONFIDENCE),  # a digit lost
+        ("my social is nine two three four five six seven eight nine", "my social is [SSN]", CUED_CONFIDENCE),
+    ]
+    for text, redacted, confidence in cases:
+        hits, out = detect(seg("customer", 0, 6, text))
+        assert [(h.type, h.confidence) for h in hits] == [("us_ssn", confidence)], text
+        assert out == [redacted]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "the last four of my social are 6789",
+        "923-45-6789",  # no area 9xx: not a social security number by its shape alone
+        "I called on 2024 03 15",
+        "the reference is 523 456 789",  # 3-3-4 is not how one is written
+    ],
+)
+def test_what_is_not_a_social_security_number(text):
+    assert detect(seg("customer", 0, 6, text))[0] == []
+
+
+@pytest.mark.parametrize(
+    ("text", "redacted"),
+    [
+        ("My account number is 4471 0093 2215.", "My account number is [ACCOUNT]."),
+        ("It's account 44710093, sort code 20 00 00.", "It's account [ACCOUNT], sort code 20 00 00."),
+        ("我的账户是一二三四五六七八九零", "我的账户是[ACCOUNT]"),
+    ],
+)
+def test_bank_account_numbers_after_their_cue(text, redacted):
+    hits, out = detect(seg("customer", 0, 6, text))
+    assert [(h.type, h.confidence) for h in hits] == [("account_number", CUED_CONFIDENCE)]
+    assert out == [redacted]
+
+
+def test_a_cue_naming_a_kind_with_no_check_wins_over_the_phone_pattern():
+    # as Whisper base wrote a social security number with a digit doubled, and an account number
+    for text, kind in [("My social security number is 6, 6, 6, 5, 0, 1, 2, 5, 1, 0.", "us_ssn"),
+                       ("My account number is 4, 2, 6, 2, 1, 2, 9, 9, 7, 2.", "account_number")]:
+        assert [(h.type, h.confidence) for h in detect(seg("customer", 0, 6, text))[0]] == [(kind, CUED_CONFIDENCE)]
+    for text in ("My account number is... call me on 415-555-2671", "my account phone is +1 415 555 2671",
+                 "My mobile number is 4, 2, 6, 2, 1, 2, 9, 9, 7, 2."):
+        assert [h.type for h in detect(seg("customer", 0, 6, text))[0]] == ["phone"], text
+
+
+def test_an_account_number_that_is_a_card_is_a_card_and_an_amount_is_nothing():
+    assert [h.type for h in detect(seg("customer", 0, 6, f"我的账号是{VALID_CARD}"))[0]] == ["bank_card"]
+    assert detect(seg("customer", 0, 6, "my account is overdrawn by 12500000 dollars"))[0] == []
+    assert detect(seg("customer", 0, 6, "I have 3 accounts"))[0] == []
 
 
 def test_amounts_and_dates_are_not_pii():

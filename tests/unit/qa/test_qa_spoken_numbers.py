@@ -52,6 +52,11 @@ def test_single_digit_words_in_ordinary_speech_stay_words():
         ("我的卡号是", "bank_card"),
         ("身份证号码", "cn_resident_id"),
         ("手机号是", "phone"),
+        ("my social security number is", "us_ssn"),
+        ("the ssn on file", "us_ssn"),
+        ("my account number is", "account_number"),
+        ("我的账户是", "account_number"),
+        ("the account on my debit card", "bank_card"),  # the last cue wins
         ("the amount is", None),
         ("cardigan sizes are", None),  # a cue is a whole word
     ],
@@ -68,6 +73,15 @@ def test_a_run_is_taken_on_its_cue_only_with_card_like_length_and_no_unit():
     assert cued_type("card fee $", "1250000000") is None
     assert cued_type("i called on ", "2024031510") is None  # no cue
     assert cued_type("my mobile is " + "x" * 40, "157478857") is None  # cue too far back
+
+
+def test_numbers_without_a_check_have_their_own_lengths_after_a_cue():
+    assert cued_type("my social is ", "52345678") == "us_ssn"  # a digit lost
+    assert cued_type("my social is ", "5234567890") == "us_ssn"
+    assert cued_type("my social is ", "52345678901") is None  # no social security number is that long
+    assert cued_type("my account number is ", "44710093") == "account_number"  # 8 digits, as in the UK
+    assert cued_type("my account number is ", "4471009") is None
+    assert cued_type("my account is overdrawn by ", "12500000", " dollars") is None
 
 
 @pytest.mark.parametrize(
@@ -107,6 +121,8 @@ def test_checks_and_shapes_win_over_the_cue():
         "我这个月的账单是一千二百八十元。",
         "我的卡上个月刷了一二三四五六七八九元",
         "my account balance is 12,345,678",
+        "my card limit is 123,456,789",  # an amount word between the cue and the number
+        "我的账户余额是一二三四五六七八九",
     ],
 )
 def test_amounts_dates_and_short_numbers_are_not_taken(text):
