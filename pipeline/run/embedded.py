@@ -325,11 +325,11 @@ def _write(out: IO[bytes], event: Any) -> None:
 def local_call_ids(paths: list[str]) -> dict[str, str]:
     """Local recordings' call ids: the name below the folder given, without its extension, as
     ``callqa ingest`` names their objects (the distributed pipeline gives the same ids)."""
-    from pipeline.adapters.publisher import recording_names
-    from pipeline.stages.routing import call_id_for
+    from pipeline.adapters.publisher import call_ids, recording_names
 
-    return {FileStore.ref_for(p).key: call_id_for(name, {})
-            for p, name in recording_names([Path(p) for p in paths if not p.startswith("s3://")])}
+    named = recording_names([Path(p) for p in paths if not p.startswith("s3://")])
+    ids = call_ids(name for _, name in named)
+    return {FileStore.ref_for(p).key: ids[name] for p, name in named}
 
 
 def input_refs(paths: list[str], settings: Any) -> tuple[ObjectStore, list[ObjectRef]]:
