@@ -1,7 +1,8 @@
 """Call audio: decode bytes or a file into per-channel samples labelled by role.
 
 Stereo call recordings carry one party per channel (the RoutedCall says which);
-mono recordings are one "mixed" speaker. Samples stay at the recorded rate
+mono recordings are one "mixed" speaker, and so are two channels that carry one
+signal (:func:`merge_copied_channels`). Samples stay at the recorded rate
 here; :func:`resample` brings them to the model's 16 kHz with soxr (a
 maintained, high-quality resampler), which is cheap next to the model.
 """
@@ -21,6 +22,11 @@ import soxr
 from pipeline.asr.errors import AudioDecodeError
 
 MIXED_ROLE = "mixed"
+# Two channels this correlated, at levels this close, carry one signal. A party's voice leaking
+# into the other side (echo, crosstalk) is 20 dB or more below it, and two parties' speech is
+# nearly uncorrelated.
+COPY_CORRELATION = 0.99
+COPY_LEVEL_RATIO = 2.0
 
 
 @dataclass(frozen=True, eq=False)
@@ -62,6 +68,24 @@ def roles_for(channels: int, roles: Mapping[int, str] | None) -> tuple[str, ...]
     return tuple(roles.get(ch, f"channel{ch}") for ch in range(channels))
 
 
+def merge_copied_channels(samples: np.ndarray, roles: tuple[str, ...]) -> tuple[np.ndarray, tuple[str, ...]]:
+    """Two channels that carry one signal (a mono mix written to both sides, as some recorders and
+    exports do) become one "mixed" channel: decoded apart, every sentence would be transcribed
+    twice, once under each role, and the parties would seem to talk over each other throughout.
+    Anything else is returned as it was."""
+    if samples.shape[0] != 2:
+        return samples, roles
+    left, right = samples[0], samples[1]
+    energy_l, energy_r = float(np.dot(left, left)), float(np.dot(right, right))
+    if energy_l == 0.0 or energy_r == 0.0:
+        return samples, roles  # a silent side is not a copy
+    if not 1 / COPY_LEVEL_RATIO**2 <= energy_l / energy_r <= COPY_LEVEL_RATIO**2:
+        return samples, roles
+    if float(np.dot(left, right)) / np.sqrt(energy_l * energy_r) < COPY_CORRELATION:
+        return samples, roles
+    return ((left + right) * np.float32(0.5))[None, :], (MIXED_ROLE,)
+
+
 def load_call_audio(
     data_or_path: bytes | str | Path,
     roles: Mapping[int, str] | None = None,
@@ -85,13 +109,8 @@ def load_call_audio(
         raise AudioDecodeError(f"cannot decode audio {call_id or default_id}: {exc}") from exc
     if frames.shape[0] == 0:
         raise AudioDecodeError(f"audio {call_id or default_id} has no samples")
-    samples = np.ascontiguousarray(frames.T)
-    return CallAudio(
-        call_id=call_id or default_id,
-        samples=samples,
-        sample_rate=int(rate),
-        roles=roles_for(samples.shape[0], roles),
-    )
+    samples, channel_roles = merge_copied_channels(np.ascontiguousarray(frames.T), roles_for(frames.shape[1], roles))
+    return CallAudio(call_id=call_id or default_id, samples=samples, sample_rate=int(rate), roles=channel_roles)
 
 
 def resample(samples: np.ndarray, rate_in: int, rate_out: int) -> np.ndarray:

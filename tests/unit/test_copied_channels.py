@@ -1,0 +1,65 @@
+"""A stereo recording whose two channels carry one signal is one mixed channel, in both decoders."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from pipeline.adapters.fetch import decode_bounded
+from pipeline.adapters.file_store import FileStore
+from pipeline.asr.audio import MIXED_ROLE, load_call_audio, merge_copied_channels
+from pipeline.events import RoutedCall
+
+CALL = Path(__file__).resolve().parents[1] / "fixtures" / "calls" / "sample-03-mis-selling.wav"  # agent left, customer right
+ROLES = ("agent", "customer")
+
+
+def two_parties() -> np.ndarray:
+    samples, _ = sf.read(CALL, dtype="float32", always_2d=True)
+    return np.ascontiguousarray(samples.T)
+
+
+def ulaw(samples: np.ndarray) -> np.ndarray:
+    """Through G.711 u-law and back, as a telephony recorder stores it."""
+    buf = io.BytesIO()
+    sf.write(buf, samples.T, 8000, format="WAV", subtype="ULAW")
+    return np.ascontiguousarray(sf.read(io.BytesIO(buf.getvalue()), dtype="float32", always_2d=True)[0].T)
+
+
+def test_one_mix_on_both_sides_is_one_mixed_channel() -> None:
+    mix = two_parties().mean(axis=0)
+    for copied in (np.stack([mix, mix]), ulaw(np.stack([mix, 0.6 * mix]))):  # even at another level, through u-law
+        merged, roles = merge_copied_channels(copied, ROLES)
+        assert roles == (MIXED_ROLE,) and merged.shape == (1, copied.shape[1]) and merged.dtype == np.float32
+        assert np.corrcoef(merged[0], mix)[0, 1] > 0.99
+
+
+@pytest.mark.parametrize("case", ["two parties", "one side silent", "echo of the agent on a silent line", "mono"])
+def test_anything_else_is_left_as_it_was(case: str) -> None:
+    agent = two_parties()[0]
+    samples = {
+        "two parties": two_parties(),
+        "one side silent": np.stack([agent, np.zeros_like(agent)]),
+        "echo of the agent on a silent line": np.stack([agent, 0.05 * agent]),  # 26 dB down
+        "mono": agent[None, :],
+    }[case]
+    roles = ROLES[: samples.shape[0]]
+    out, out_roles = merge_copied_channels(samples, roles)
+    assert out is samples and out_roles == roles
+
+
+def test_both_decoders_merge_a_copied_stereo_file(tmp_path: Path) -> None:
+    mix = two_parties().mean(axis=0)
+    path = tmp_path / "dup.wav"
+    sf.write(path, np.stack([mix, mix], axis=1), 8000, subtype="ULAW")
+    call = RoutedCall(call_id="dup", object=FileStore.ref_for(path), bucket="short", duration_s=len(mix) / 8000,
+                      sample_rate_hz=8000, channels=2, frames=len(mix), container="WAV", codec="ULAW",
+                      roles={"0": "agent", "1": "customer"})
+    for audio in (decode_bounded(call, path.read_bytes()), load_call_audio(path, roles={0: "agent", 1: "customer"})):
+        assert audio.roles == (MIXED_ROLE,) and audio.samples.shape == (1, len(mix))
+    kept = load_call_audio(CALL, roles={0: "agent", 1: "customer"})
+    assert kept.roles == ROLES and kept.channels == 2
