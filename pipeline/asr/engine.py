@@ -23,7 +23,7 @@ from typing import Literal
 import numpy as np
 import torch
 
-from pipeline.asr.audio import CallAudio, resample
+from pipeline.asr.audio import CallAudio, at_speech_level, resample
 from pipeline.asr.convert import load_converted
 from pipeline.asr.decode import PROMPT_TOKENS, TIME_STEP_S, DecodeOptions, DecodeStats, GreedyDecoder, WindowDecode
 from pipeline.asr.devices import Device, DtypeName, resolve_device
@@ -88,6 +88,8 @@ class EngineOptions:
         prompt, the task tokens and ``max_new_tokens`` fit the text context.
     number_languages: languages in which the stretches where a long number is said are decoded
         a second time with a digits prompt (:mod:`pipeline.asr.number_pass`); empty: off.
+    raise_quiet_calls: bring a call peaking under -20 dBFS up to -6 dBFS before VAD and
+        features (:func:`pipeline.asr.audio.at_speech_level`).
     """
 
     model: str = "whisper-base"
@@ -119,6 +121,7 @@ class EngineOptions:
     simplified_chinese: bool = True
     initial_prompt: str | None = None
     number_languages: tuple[str, ...] = ()
+    raise_quiet_calls: bool = True
 
 
 @dataclass(frozen=True)
@@ -219,6 +222,8 @@ class Engine:
         for i, call in enumerate(calls):
             t0 = time.perf_counter()
             samples = resample(call.samples, call.sample_rate, SAMPLE_RATE)
+            if self.opts.raise_quiet_calls:
+                samples = at_speech_level(samples)
             t1 = time.perf_counter()
             for ch, regions in enumerate(self.vad.channel_regions(samples)):
                 stream = np.ascontiguousarray(samples[ch])

@@ -19,9 +19,10 @@ still taken right after a cue naming its kind ("my card number is …", 身份�
 they are taken on their cue ("my social is …", "account number", 账号), and a social security
 number also by its written shape alone: three groups of 3, 2 and 4 digits that make a valid
 one ("523-45-6789"). Runs of card or ID length only together, across a few stray words ASR
-wrote inside the number ("196, I'm 9423", "15次 4810"), are masked as one. Those hits carry a lower confidence; digit groups right next to a hit in the
-same run are masked with it. A hit reports type, role, time and confidence only —
-never the digits — and the original text range it covers, for redaction.
+wrote inside the number ("196, I'm 9423", "15次 4810"), are masked as one. Those hits carry a
+lower confidence; digit groups right next to a hit in the same run are masked with it. A hit
+reports type, role, time and confidence only — never the digits — and the original text range
+it covers, for redaction.
 """
 
 from __future__ import annotations

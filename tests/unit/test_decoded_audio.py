@@ -1,4 +1,5 @@
-"""A stereo recording whose two channels carry one signal is one mixed channel, in both decoders."""
+"""Channels and levels as decoded: a stereo recording whose two channels carry one signal is one
+mixed channel, in both decoders; a quiet call is raised to speech level with one gain."""
 
 from __future__ import annotations
 
@@ -11,7 +12,14 @@ import soundfile as sf
 
 from pipeline.adapters.fetch import decode_bounded
 from pipeline.adapters.file_store import FileStore
-from pipeline.asr.audio import MIXED_ROLE, load_call_audio, merge_copied_channels
+from pipeline.asr.audio import (
+    MAX_GAIN,
+    MIXED_ROLE,
+    TARGET_PEAK,
+    at_speech_level,
+    load_call_audio,
+    merge_copied_channels,
+)
 from pipeline.events import RoutedCall
 
 CALL = Path(__file__).resolve().parents[1] / "fixtures" / "calls" / "sample-03-mis-selling.wav"  # agent left, customer right
@@ -63,3 +71,18 @@ def test_both_decoders_merge_a_copied_stereo_file(tmp_path: Path) -> None:
         assert audio.roles == (MIXED_ROLE,) and audio.samples.shape == (1, len(mix))
     kept = load_call_audio(CALL, roles={0: "agent", 1: "customer"})
     assert kept.roles == ROLES and kept.channels == 2
+
+
+def test_a_quiet_call_is_raised_with_one_gain_for_both_sides() -> None:
+    call = two_parties()  # peaks at -2.4 dBFS: left as it is
+    assert at_speech_level(call) is call
+    quiet = call * np.float32(0.01)  # 40 dB down
+    echo = np.stack([quiet[0], quiet[0] * np.float32(0.03)])  # the agent, and their echo 30 dB down
+    for samples in (quiet, echo):
+        raised = at_speech_level(samples)
+        assert np.isclose(np.abs(raised).max(), TARGET_PEAK)
+        assert np.allclose(raised[1] * np.abs(samples).max(), samples[1] * np.abs(raised).max(), atol=1e-6)
+    silent = np.zeros_like(call)
+    assert at_speech_level(silent) is silent
+    hiss = np.full_like(call, 1e-5)  # -100 dBFS: raised 40 dB at most
+    assert np.isclose(np.abs(at_speech_level(hiss)).max(), 1e-5 * MAX_GAIN)
