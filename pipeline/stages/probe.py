@@ -23,6 +23,9 @@ HEAD_BYTES = 64 * 1024
 
 # WAVE format tags soundfile decodes for us (0xFFFE: WAVE_FORMAT_EXTENSIBLE, sub-format checked).
 _WAV_CODECS = {1: "PCM", 3: "FLOAT", 6: "ALAW", 7: "ULAW"}
+# Block codecs call recorders use (MS and IMA ADPCM, GSM 6.10): soundfile decodes them too, but the
+# samples a block holds are the codec's, so their length is read from the whole object.
+_WAV_BLOCK_CODECS = {0x0002: "MS_ADPCM", 0x0011: "IMA_ADPCM", 0x0031: "GSM610"}
 _WAV_EXTENSIBLE = 0xFFFE
 
 # What a call recording can be. Outside these a header is lying (or hostile): a reader that
@@ -103,6 +106,10 @@ def _probe_wav(head: bytes, size_bytes: int) -> AudioInfo:
             raise ProbeError("corrupt_header", "WAV without a data chunk")
         raise NeedsFullRead()  # a long header (metadata chunks) beyond the bytes we read
     tag, channels, rate, _, block_align, bits = fmt
+    if tag in _WAV_BLOCK_CODECS:
+        _check_plausible("WAV", channels, rate)
+        _data_bytes(data, size_bytes)
+        raise NeedsFullRead()
     if tag not in _WAV_CODECS:
         raise ProbeError("unsupported_codec", f"WAV format tag 0x{tag:04x} is not supported")
     _check_plausible("WAV", channels, rate)
@@ -113,14 +120,19 @@ def _probe_wav(head: bytes, size_bytes: int) -> AudioInfo:
             f"WAV block_align {block_align} is not channels x bytes per sample "
             f"({channels} x {bits} bits = {expected_align})",
         )
+    codec = f"{_WAV_CODECS[tag]}_{bits}" if tag in (1, 3) else _WAV_CODECS[tag]
+    return AudioInfo("WAV", codec, rate, channels, _data_bytes(data, size_bytes) // block_align)
+
+
+def _data_bytes(data: tuple[int, int], size_bytes: int) -> int:
+    """The bytes of a WAV's data chunk (offset, declared size) in an object of ``size_bytes``."""
     offset, declared = data
     available = size_bytes - offset
     if declared in (0xFFFFFFFF, 0):  # streaming writers leave the size open
         declared = available
     if declared > available:
         raise ProbeError("truncated", f"WAV data chunk declares {declared} bytes, the object holds {available}")
-    codec = f"{_WAV_CODECS[tag]}_{bits}" if tag in (1, 3) else _WAV_CODECS[tag]
-    return AudioInfo("WAV", codec, rate, channels, declared // block_align)
+    return declared
 
 
 def wav_data_offset(head: bytes) -> int | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import numpy as np
 import orjson
 import pytest
 from minio.error import InvalidResponseError, ServerError
@@ -39,6 +40,32 @@ def test_ogg_needs_a_full_read(tmp_path: Path) -> None:
     with pytest.raises(NeedsFullRead):
         probe_head(data[:HEAD_BYTES], len(data))
     assert abs(probe_full(data).duration_s - 3.0) < 0.01
+
+
+@pytest.mark.parametrize("subtype, channels", [("GSM610", 1), ("IMA_ADPCM", 2), ("MS_ADPCM", 2)])
+def test_block_coded_wavs_are_probed_whole_and_decoded_by_the_worker(tmp_path: Path, subtype, channels) -> None:
+    """GSM 6.10 and ADPCM WAVs, as call recorders write them: their length is the codec's, so it
+    comes from reading the whole object; the worker's bounded decode then gives the samples."""
+    from pipeline.adapters.fetch import decode_bounded
+    from pipeline.events import RoutedCall
+
+    path = audio.write(tmp_path / "call.wav", 40.0, 8000, channels, "WAV", subtype)
+    data = path.read_bytes()
+    with pytest.raises(NeedsFullRead):
+        probe_head(data[:HEAD_BYTES], len(data))
+    info = probe_full(data)
+    assert (info.container, info.codec, info.channels) == ("WAV", subtype, channels)
+    assert abs(info.duration_s - 40.0) < 0.05
+    call = RoutedCall(call_id="c", object=FileStore.ref_for(path), bucket="medium", duration_s=info.duration_s,
+                      sample_rate_hz=8000, channels=channels, frames=info.frames, container="WAV", codec=subtype,
+                      roles={str(c): f"speaker{c}" for c in range(channels)})
+    decoded = decode_bounded(call, data).samples
+    tone = audio.tone(40.0, 8000, channels).T  # the codec pads its last block
+    assert decoded.shape == (channels, info.frames) and info.frames >= tone.shape[1]
+    assert all(np.corrcoef(decoded[c, : tone.shape[1]], tone[c])[0, 1] > 0.9 for c in range(channels))
+    with pytest.raises(ProbeError) as cut:  # a data chunk longer than the object: as for PCM
+        probe_head(data[:20_000], 20_000)
+    assert cut.value.reason == "truncated"
 
 
 @pytest.mark.parametrize("make, reason", [
