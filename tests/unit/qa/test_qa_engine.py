@@ -331,3 +331,16 @@ def test_an_announced_hold_may_last_longer():
     assert "hold of 84.0 s" in too_long.message
     (dead_air,) = run(rule, seg("agent", 0, 5, "我帮您查一下"), seg("agent", 50, 55, "好了"))
     assert "no speech for 45.0 s" in dead_air.message
+
+
+def test_on_a_mono_call_a_number_said_once_is_the_customers_and_a_repeat_is_a_read_back():
+    engine = QAEngine(load_packs())
+    given = seg("mixed", 5, 10, f"My card number is {spoken_en(VISA_CARD)}.", channel=0)
+    once = engine.evaluate(call(seg("mixed", 0.5, 4, "Thank you for calling, my name is Anna.", channel=0), given,
+                                channels=1, lang="en"))
+    pii = [(f.rule_id, f.message) for f in once.findings if f.rule_id.startswith("pii.")]
+    assert pii == [("pii.customer_discloses", "bank_card spoken (mono recording: speaker not known)")]
+    again = engine.evaluate(call(given, seg("mixed", 11, 16, f"So that is {spoken_en(VISA_CARD)}.", channel=0),
+                                 channels=1, lang="en"))
+    read_back = [f for f in again.findings if f.rule_id == "pii.agent_reads_back"]
+    assert [f.start_s for f in read_back] == [11] and "a read-back" in read_back[0].message
