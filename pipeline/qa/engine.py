@@ -71,6 +71,8 @@ class QAEngine:
         for rule in self.pack.rules:
             if not ctx.has_speech and _judges_absence(rule):
                 continue  # nothing was said, so nothing was left unsaid: the dead-air finding says it
+            if not ctx.roles_known and rule.unknown_speaker == "skip":
+                continue
             findings.extend(self._evaluators[rule.kind](rule, ctx))
         findings.sort(key=lambda f: (f.start_s if f.start_s is not None else -1.0, f.rule_id))
         return CallQAResult(

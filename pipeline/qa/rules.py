@@ -43,6 +43,9 @@ class _Rule(BaseModel):
         default=1, ge=1, description="how many of this rule's findings count in the score"
     )
     role: ScopeRole = "any"
+    # on a call whose speakers are not known (mono, no diarisation): judge the rule on all speech,
+    # or skip it (a critical finding against the agent should not rest on a customer's words)
+    unknown_speaker: Literal["judge", "skip"] = "judge"
     within_first_s: float | None = Field(default=None, gt=0)
     within_last_s: float | None = Field(default=None, gt=0)
     enabled: bool = True

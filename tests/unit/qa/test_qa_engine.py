@@ -344,3 +344,16 @@ def test_on_a_mono_call_a_number_said_once_is_the_customers_and_a_repeat_is_a_re
                                  channels=1, lang="en"))
     read_back = [f for f in again.findings if f.rule_id == "pii.agent_reads_back"]
     assert [f.start_s for f in read_back] == [11] and "a read-back" in read_back[0].message
+
+
+def test_a_rude_customer_on_a_mono_call_is_not_a_critical_finding_against_the_agent():
+    engine = QAEngine(load_packs())
+    rude = seg("mixed", 5, 9, "This is ridiculous, your service is stupid.", channel=0)
+    mono = engine.evaluate(call(seg("mixed", 0.5, 4, "Thank you for calling, my name is Anna.", channel=0), rude,
+                                channels=1, lang="en"))
+    assert {f.rule_id for f in mono.findings if f.rule_id.startswith("abuse.")} == {"abuse.customer"}
+    stereo = engine.evaluate(call(seg("agent", 0.5, 4, "Thank you for calling, my name is Anna."),
+                                  seg("agent", 5, 9, "This is ridiculous, you are stupid."), lang="en"))
+    assert {f.rule_id for f in stereo.findings if f.rule_id.startswith("abuse.")} == {"abuse.agent"}
+    with pytest.raises(Exception, match="unknown_speaker"):
+        pack_of({"id": "x", "kind": "keyword", "phrases": ["a"], "unknown_speaker": "maybe"})
