@@ -16,7 +16,7 @@ from pipeline.qa.errors import CallTextError
 
 Severity = Literal["info", "low", "medium", "high", "critical"]
 SEVERITIES: tuple[Severity, ...] = ("info", "low", "medium", "high", "critical")
-PIIType = Literal["bank_card", "cn_resident_id", "phone", "us_ssn", "account_number"]
+PIIType = Literal["bank_card", "cn_resident_id", "phone", "us_ssn", "account_number", "card_secret"]
 RuleKind = Literal[
     "keyword", "regex", "forbidden_phrase", "required_disclosure", "pii",
     "long_silence", "talk_over", "speech_rate", "talk_ratio",

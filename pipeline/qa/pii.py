@@ -1,5 +1,5 @@
 """Personal data in speech: bank cards, Chinese resident IDs, phone numbers, US social
-security and bank account numbers; and redaction.
+security and bank account numbers, a card's security code or PIN; and redaction.
 
 Detection runs on normalised text, so numbers spoken digit by digit ("六二二二…",
 "four five three two…") are found like written ones. Numbers are read in groups
@@ -16,7 +16,8 @@ characters around a plausible birth date a likely resident ID, 10-12 digits
 starting 1[3-9] a likely CN mobile. A run of 9-20 digits that none of that takes is
 still taken right after a cue naming its kind ("my card number is …", 身份证号是…;
 :mod:`pipeline.qa.spoken_numbers`). Social security and account numbers carry no check, so
-they are taken on their cue ("my social is …", "account number", 账号), and a social security
+they are taken on their cue ("my social is …", "account number", 账号), as is a card's security
+code or PIN ("the CVV is 123", 密码是…; PCI DSS forbids keeping them at all), and a social security
 number also by its written shape alone: three groups of 3, 2 and 4 digits that make a valid
 one ("523-45-6789"). Runs of card or ID length only together, across a few stray words ASR
 wrote inside the number ("196, I'm 9423", "15次 4810"), are masked as one. Those hits carry a
@@ -36,11 +37,13 @@ from pipeline.qa.model import PIIType, SegmentText
 from pipeline.qa.normalize import Normalized
 from pipeline.qa.spoken_numbers import cued_type
 
-PII_TYPES: tuple[PIIType, ...] = ("bank_card", "cn_resident_id", "phone", "us_ssn", "account_number")
+PII_TYPES: tuple[PIIType, ...] = ("bank_card", "cn_resident_id", "phone", "us_ssn", "account_number", "card_secret")
 REDACTION_LABEL: dict[PIIType, str] = {
     "bank_card": "[CARD]", "cn_resident_id": "[ID]", "phone": "[PHONE]", "us_ssn": "[SSN]", "account_number": "[ACCOUNT]",
+    "card_secret": "[SECRET]",
 }
-UNCHECKED_TYPES: tuple[PIIType, ...] = ("us_ssn", "account_number")  # no checksum: taken by cue or shape only
+# no checksum: taken by cue or shape only
+UNCHECKED_TYPES: tuple[PIIType, ...] = ("us_ssn", "account_number", "card_secret")
 SSN_GROUPS = (3, 2, 4)  # how a social security number is written: 523-45-6789
 MAX_JOIN_GAP_S = 3.0  # a customer pausing mid-number splits it across segments
 MAX_NUMBER_DIGITS = 20  # longer than any card (19), resident ID (18) or E.164 number (15)

@@ -27,8 +27,13 @@ from pipeline.qa.normalize import normalize
 MIN_CUED_DIGITS = 9  # an 11-digit mobile with two digits lost; longer than any amount said digit by digit
 MAX_CUED_DIGITS = 20
 # kinds whose numbers are not that long: a US social security number (9 digits, one dropped or
-# doubled), a bank account (8 digits in the UK, 8-17 in the US)
-CUED_DIGITS: dict[PIIType, tuple[int, int]] = {"us_ssn": (8, 10), "account_number": (8, MAX_CUED_DIGITS)}
+# doubled), a bank account (8 digits in the UK, 8-17 in the US), a card's security code (3-4) or PIN (4-6)
+CUED_DIGITS: dict[PIIType, tuple[int, int]] = {
+    "us_ssn": (8, 10),
+    "account_number": (8, MAX_CUED_DIGITS),
+    "card_secret": (3, 6),
+}
+MIN_LOOP_DIGITS = 8  # a run this long of two digits or fewer is a repetition loop ("0000 0000"), not a number
 CUE_WITHIN_CHARS = 24  # "my card number is" / "卡号是" / "the long number on my card is"
 MIN_DIGITS_TO_REDECODE = 4  # digits (or digit words) in a segment that make it a number region
 MAX_CONTINUING_WORDS = 3  # a digit-free segment this short may still carry on a number
@@ -49,6 +54,13 @@ _ZH_CUES: tuple[tuple[re.Pattern[str], PIIType], ...] = (
 _UNCHECKED_CUES: tuple[tuple[re.Pattern[str], PIIType], ...] = (
     (re.compile(r"\b(?:social security|security number|ssn|social)\b"), "us_ssn"),
     (re.compile(r"\b(?:account|acct)\b|账号|账户|户号"), "account_number"),
+    (
+        re.compile(
+            r"\b(?:cvv2?|cvc2?|security code|card verification|verification value|on the back|pin|pin code)\b"
+            r"|安全码|校验码|密码"
+        ),
+        "card_secret",
+    ),
 )
 _CHECKED_CUES = (*_EN_CUES, *_ZH_CUES)
 _ALL_CUES = (*_CHECKED_CUES, *_UNCHECKED_CUES)
@@ -93,7 +105,8 @@ def cued_type(before: str, digits: str, after: str = "") -> PIIType | None:
     ``CUE_WITHIN_CHARS`` characters before it, 9-20 digits (or as ``CUED_DIGITS`` says for the
     kind), no currency sign before and no unit after it. ``before`` and ``after`` are the
     normalised text around the run."""
-    if len(set(digits)) < 3 or _UNIT_AFTER.match(after) or _AMOUNT_BEFORE.search(before):
+    looped = len(digits) >= MIN_LOOP_DIGITS and len(set(digits)) < 3
+    if looped or _UNIT_AFTER.match(after) or _AMOUNT_BEFORE.search(before):
         return None
     window = before[-CUE_WITHIN_CHARS:]
     cue = _last_cue(window, _ALL_CUES)

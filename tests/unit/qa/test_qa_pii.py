@@ -146,6 +146,31 @@ def test_a_cue_naming_a_kind_with_no_check_wins_over_the_phone_pattern():
         assert [h.type for h in detect(seg("customer", 0, 6, text))[0]] == ["phone"], text
 
 
+@pytest.mark.parametrize(
+    ("text", "redacted"),
+    [
+        ("The CVV is 737.", "The CVV is [SECRET]."),
+        ("the three digits on the back are seven, three, seven", "the three digits on the back are [SECRET]"),
+        ("My PIN is 1122", "My PIN is [SECRET]"),
+        ("我的密码是六六八八一二", "我的密码是[SECRET]"),
+        ("安全码是123", "安全码是[SECRET]"),
+    ],
+)
+def test_a_cards_security_code_or_pin_after_its_cue(text, redacted):
+    hits, out = detect(seg("customer", 0, 6, text))
+    assert [(h.type, h.confidence) for h in hits] == [("card_secret", CUED_CONFIDENCE)]
+    assert out == [redacted]
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["the code is 123", "zip code 94107", "my pin is 12", "the security code is 123 dollars", "密码错误了3次",
+     "I left it on the back seat for 2 days", "i need a pin for 3 days"],
+)
+def test_short_numbers_without_a_secrets_cue_stay(text):
+    assert detect(seg("customer", 0, 6, text))[0] == []
+
+
 def test_an_account_number_that_is_a_card_is_a_card_and_an_amount_is_nothing():
     assert [h.type for h in detect(seg("customer", 0, 6, f"我的账号是{VALID_CARD}"))[0]] == ["bank_card"]
     assert detect(seg("customer", 0, 6, "my account is overdrawn by 12500000 dollars"))[0] == []
