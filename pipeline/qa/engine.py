@@ -144,15 +144,18 @@ def _pii_rule(rule: PIIRule, ctx: CallContext) -> list[Finding]:
             and ctx.role_matches(rule.role, hit.role)
             and ctx.in_window(rule, hit.start_s, hit.end_s)
         ):
-            said_before = any(h.type == hit.type and h.end_s <= hit.start_s for h in ctx.pii)
-            if rule.role == "agent" and not ctx.roles_known and not said_before:
+            read_back_only = rule.role == "agent" and not ctx.roles_known
+            if read_back_only and not any(h.type == hit.type and h.end_s <= hit.start_s for h in ctx.pii):
                 continue
             segs = [ctx.segments[idx] for idx in dict.fromkeys(idx for idx, _, _ in hit.parts)]
             why = "no check exists" if hit.type in UNCHECKED_TYPES else "checksum failed"
             what = hit.type if hit.confidence >= 1.0 else f"likely {hit.type} ({why})"
-            who = f"spoken by the {hit.role}" if ctx.roles_known else "spoken (mono recording: speaker not known)"
-            if rule.role == "agent" and not ctx.roles_known:
+            if ctx.roles_known:
+                who = f"spoken by the {hit.role}"
+            elif read_back_only:
                 who = "spoken again after the same kind of number earlier in the call (a read-back; mono recording)"
+            else:
+                who = "spoken (mono recording: speaker not known)"
             finding = _metric_finding(rule, hit.start_s, hit.end_s, f"{what} {who}", hit.role)
             findings.append(_with(finding, evidence=evidence(segs), confidence=hit.confidence))
     return findings

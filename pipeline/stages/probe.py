@@ -23,9 +23,9 @@ HEAD_BYTES = 64 * 1024
 
 # WAVE format tags soundfile decodes for us (0xFFFE: WAVE_FORMAT_EXTENSIBLE, sub-format checked).
 _WAV_CODECS = {1: "PCM", 3: "FLOAT", 6: "ALAW", 7: "ULAW"}
-# Block codecs call recorders use (MS and IMA ADPCM, GSM 6.10): soundfile decodes them too, but the
-# samples a block holds are the codec's, so their length is read from the whole object.
-_WAV_BLOCK_CODECS = {0x0002: "MS_ADPCM", 0x0011: "IMA_ADPCM", 0x0031: "GSM610"}
+# Block codecs call recorders use: soundfile decodes them too, but the samples a block holds are
+# the codec's, so their length is read from the whole object.
+_WAV_BLOCK_CODECS = frozenset({0x0002, 0x0011, 0x0031})  # MS ADPCM, IMA ADPCM, GSM 6.10
 _WAV_EXTENSIBLE = 0xFFFE
 
 # What a call recording can be. Outside these a header is lying (or hostile): a reader that
