@@ -222,3 +222,19 @@ def test_same_named_files_in_two_folders_route_as_two_calls(settings: Settings, 
     calls = {c.call_id: c for c in routed(settings, reader, want=2)}
     assert {k: (c.object.key, round(c.duration_s)) for k, c in calls.items()} == {
         "a/call": ("a/call.wav", 3), "b/call": ("b/call.wav", 4)}
+
+
+def test_one_name_in_two_folders_given_and_one_call_in_two_formats_route_as_separate_calls(
+    settings: Settings, router, reader, tmp_path: Path
+) -> None:
+    for folder, seconds in (("siteA", 3.0), ("siteB", 4.0)):
+        audio.write(tmp_path / folder / "0001.wav", seconds, 8000)
+    audio.write(tmp_path / "siteB" / "0002.wav", 5.0, 8000)
+    audio.write(tmp_path / "siteB" / "0002.flac", 6.0, 8000, fmt="FLAC")
+    result = callqa(settings, "ingest", str(tmp_path / "siteA"), str(tmp_path / "siteB"))
+    assert result.returncode == 0 and "uploaded 4" in result.stdout, result.stdout + result.stderr
+    router()
+    calls = {c.call_id: c for c in routed(settings, reader, want=4)}
+    assert {k: (c.object.key, round(c.duration_s)) for k, c in calls.items()} == {
+        "siteA/0001": ("siteA/0001.wav", 3), "siteB/0001": ("siteB/0001.wav", 4),
+        "siteB/0002.wav": ("siteB/0002.wav", 5), "siteB/0002.flac": ("siteB/0002.flac", 6)}
