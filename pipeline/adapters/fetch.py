@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import soundfile
 
-from pipeline.asr.audio import CallAudio, merge_copied_channels, roles_for
+from pipeline.asr.audio import CallAudio, channels_of
 from pipeline.asr.errors import AudioDecodeError
 from pipeline.events import RoutedCall
 from pipeline.stages.asr import AsrInput, Fetched
@@ -97,9 +97,7 @@ def decode_bounded(call: RoutedCall, data: bytes) -> CallAudio:
         raise StreamMismatch(f"stream decodes to more than {cap} frames; the routed duration allows at most that")
     if len(decoded) == 0:
         raise AudioDecodeError(f"audio {call.call_id} has no samples")
-    samples, roles = merge_copied_channels(
-        np.ascontiguousarray(decoded.T), roles_for(decoded.shape[1], roles_by_channel(call))
-    )
+    samples, roles = channels_of(decoded, roles_by_channel(call))
     return CallAudio(call.call_id, samples, int(call.sample_rate_hz), roles)
 
 

@@ -71,6 +71,12 @@ def roles_for(channels: int, roles: Mapping[int, str] | None) -> tuple[str, ...]
     return tuple(roles.get(ch, f"channel{ch}") for ch in range(channels))
 
 
+def channels_of(frames: np.ndarray, roles: Mapping[int, str] | None) -> tuple[np.ndarray, tuple[str, ...]]:
+    """Decoded (frames, channels) samples as (channels, frames) with each channel's role, two
+    channels carrying one signal merged (:func:`merge_copied_channels`); both decoders end here."""
+    return merge_copied_channels(np.ascontiguousarray(frames.T), roles_for(frames.shape[1], roles))
+
+
 def merge_copied_channels(samples: np.ndarray, roles: tuple[str, ...]) -> tuple[np.ndarray, tuple[str, ...]]:
     """Two channels that carry one signal (a mono mix written to both sides, as some recorders and
     exports do) become one "mixed" channel: decoded apart, every sentence would be transcribed
@@ -124,7 +130,7 @@ def load_call_audio(
         raise AudioDecodeError(f"cannot decode audio {call_id or default_id}: {exc}") from exc
     if frames.shape[0] == 0:
         raise AudioDecodeError(f"audio {call_id or default_id} has no samples")
-    samples, channel_roles = merge_copied_channels(np.ascontiguousarray(frames.T), roles_for(frames.shape[1], roles))
+    samples, channel_roles = channels_of(frames, roles)
     return CallAudio(call_id=call_id or default_id, samples=samples, sample_rate=int(rate), roles=channel_roles)
 
 

@@ -122,20 +122,6 @@ def test_what_is_not_a_social_security_number(text):
     assert detect(seg("customer", 0, 6, text))[0] == []
 
 
-@pytest.mark.parametrize(
-    ("text", "redacted"),
-    [
-        ("My account number is 4471 0093 2215.", "My account number is [ACCOUNT]."),
-        ("It's account 44710093, sort code 20 00 00.", "It's account [ACCOUNT], sort code 20 00 00."),
-        ("我的账户是一二三四五六七八九零", "我的账户是[ACCOUNT]"),
-    ],
-)
-def test_bank_account_numbers_after_their_cue(text, redacted):
-    hits, out = detect(seg("customer", 0, 6, text))
-    assert [(h.type, h.confidence) for h in hits] == [("account_number", CUED_CONFIDENCE)]
-    assert out == [redacted]
-
-
 def test_a_cue_naming_a_kind_with_no_check_wins_over_the_phone_pattern():
     # as Whisper base wrote a social security number with a digit doubled, and an account number
     for text, kind in [("My social security number is 6, 6, 6, 5, 0, 1, 2, 5, 1, 0.", "us_ssn"),
@@ -147,18 +133,24 @@ def test_a_cue_naming_a_kind_with_no_check_wins_over_the_phone_pattern():
 
 
 @pytest.mark.parametrize(
-    ("text", "redacted"),
+    ("text", "kind", "redacted"),
     [
-        ("The CVV is 737.", "The CVV is [SECRET]."),
-        ("the three digits on the back are seven, three, seven", "the three digits on the back are [SECRET]"),
-        ("My PIN is 1122", "My PIN is [SECRET]"),
-        ("我的密码是六六八八一二", "我的密码是[SECRET]"),
-        ("安全码是123", "安全码是[SECRET]"),
+        # bank accounts
+        ("My account number is 4471 0093 2215.", "account_number", "My account number is [ACCOUNT]."),
+        ("It's account 44710093, sort code 20 00 00.", "account_number", "It's account [ACCOUNT], sort code 20 00 00."),
+        ("我的账户是一二三四五六七八九零", "account_number", "我的账户是[ACCOUNT]"),
+        # a card's security code or PIN
+        ("The CVV is 737.", "card_secret", "The CVV is [SECRET]."),
+        ("the three digits on the back are seven, three, seven", "card_secret",
+         "the three digits on the back are [SECRET]"),
+        ("My PIN is 1122", "card_secret", "My PIN is [SECRET]"),
+        ("我的密码是六六八八一二", "card_secret", "我的密码是[SECRET]"),
+        ("安全码是123", "card_secret", "安全码是[SECRET]"),
     ],
 )
-def test_a_cards_security_code_or_pin_after_its_cue(text, redacted):
+def test_numbers_with_no_check_after_their_cue(text, kind, redacted):
     hits, out = detect(seg("customer", 0, 6, text))
-    assert [(h.type, h.confidence) for h in hits] == [("card_secret", CUED_CONFIDENCE)]
+    assert [(h.type, h.confidence) for h in hits] == [(kind, CUED_CONFIDENCE)]
     assert out == [redacted]
 
 
