@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from pipeline.errors import ConfigError
@@ -168,8 +168,10 @@ def load_settings_file(path: Path) -> dict[str, Any]:
     try:
         text = path.read_text()
         data = tomllib.loads(text) if path.suffix == ".toml" else yaml.safe_load(text)
-    except (OSError, tomllib.TOMLDecodeError, yaml.YAMLError) as exc:
+    except (OSError, tomllib.TOMLDecodeError) as exc:  # neither quotes the file's text
         raise ConfigError(f"cannot read settings file {path}: {exc}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"cannot read settings file {path}: {_yaml_problem(exc)}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"settings file {path} must hold a mapping")
     return data
@@ -197,9 +199,40 @@ def write_env_file(path: Path, values: dict[str, str]) -> None:
     os.replace(tmp, path)
 
 
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """The parser's complaint and position, without the snippet of the line it quotes (it may hold a secret)."""
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
+        mark = exc.problem_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}"
+        return "; ".join(filter(None, [exc.context, exc.problem])) + f" ({where})"
+    return f"not valid YAML ({type(exc).__name__})"
+
+
+# Fields that hold secrets as a whole: a wrong value there is never shown, nor any part of it.
+_SECRET_FIELDS = frozenset({"kafka_config"} | {
+    name for name, field in Settings.model_fields.items() if field.annotation is SecretStr})
+
+
+def describe_invalid(exc: ValidationError) -> str:
+    """What pydantic found wrong, naming each setting; a rejected value is shown only when it can hold no secret.
+
+    ``str(ValidationError)`` prints every ``input_value``: a numeric ``sasl.password`` would be echoed.
+    """
+    problems = []
+    for error in exc.errors(include_url=False):
+        loc = [str(part) for part in error["loc"]]
+        shown = error.get("input")
+        secret = bool(loc) and (loc[0] in _SECRET_FIELDS or any(_SECRET_KEY.search(part) for part in loc))
+        got = f" (got {shown!r})" if not secret and isinstance(shown, (str, int, float, bool)) else ""
+        problems.append(f"{'.'.join(loc) or 'settings'}: {error['msg']}{got}")
+    return "invalid settings: " + "; ".join(problems)
+
+
 def load_settings(**overrides: Any) -> Settings:
-    """Build the settings once; raise ConfigError with the reason when they are invalid."""
+    """Build the settings once; raise ConfigError with the reason when they are invalid (secrets masked)."""
     try:
         return Settings(**overrides)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from exc
+    except ValidationError as exc:
+        raise ConfigError(describe_invalid(exc)) from None  # the chained error would print the inputs
+    except ValueError as exc:  # pydantic-settings' SettingsError names the field and source, not the value
+        raise ConfigError(str(exc)) from None  # its cause (a JSONDecodeError) holds the raw value
