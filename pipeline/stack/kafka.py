@@ -101,6 +101,47 @@ logger.apache.level = warn
 """
 
 
+def new_cluster_id() -> str:
+    """A random KRaft cluster id (16 bytes, URL-safe base64) that never starts with '-'.
+
+    Kafka's own ``Uuid.randomUuid`` redraws such ids because command lines read them as options;
+    clearing the first byte's top bit does the same in one draw (127 random bits are plenty).
+    """
+    raw = bytearray(uuid.uuid4().bytes)
+    raw[0] &= 0x7F  # the first character is then one of A-Z, a-f: never '-' (62) or '_' (63)
+    return base64.urlsafe_b64encode(bytes(raw)).decode().rstrip("=")
+
+
+def write_config(home: Path, port: int, controller_port: int, sasl_port: int | None = None,
+                 sasl_mechanism: str = "SCRAM-SHA-256") -> Path:
+    """server.properties and the log4j2 file under ``home``; returns the properties path."""
+    props = home / "server.properties"
+    home.mkdir(parents=True, exist_ok=True)
+    props.write_text(_server_properties(home / "data", port, controller_port, sasl_port, sasl_mechanism))
+    (home / "log4j2.properties").write_text(_LOG4J2.format(log=home / "server.log"))
+    return props
+
+
+def java_command(libs: Path, home: Path, heap_mb: int = 768) -> list[str]:
+    return [
+        "java", f"-Xms{heap_mb // 2}m", f"-Xmx{heap_mb}m", "-XX:+UseG1GC",
+        f"-Dlog4j2.configurationFile={home / 'log4j2.properties'}", "-cp", f"{libs}/*",
+    ]
+
+
+def format_command(java: list[str], props: Path, cluster_id: str, scram_user: ScramUser | None = None) -> list[str]:
+    """The storage tool's command line; the id is glued to its option so that no id reads as an option."""
+    scram = (["--add-scram", f"{scram_user.mechanism}=[name={scram_user.name},password={scram_user.password}]"]
+             if scram_user else [])
+    return [*java, "kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}", "-c", str(props), *scram]
+
+
+def format_storage(java: list[str], props: Path, cluster_id: str, scram_user: ScramUser | None = None) -> None:
+    result = subprocess.run(format_command(java, props, cluster_id, scram_user), capture_output=True, text=True)
+    if result.returncode != 0:
+        raise StackError(f"formatting Kafka storage failed: {result.stdout}{result.stderr}")
+
+
 def start(libs: Path, home: Path, port: int, controller_port: int, heap_mb: int = 768,
           on_started: Callable[[int], None] = lambda pid: None,
           sasl_port: int | None = None, scram_user: ScramUser | None = None,
@@ -111,27 +152,12 @@ def start(libs: Path, home: Path, port: int, controller_port: int, heap_mb: int 
     ``scram_user`` is created when the storage is formatted (KRaft keeps SCRAM credentials in
     its metadata, so a restart needs only the port and mechanism).
     """
-    data_dir = home / "data"
-    props = home / "server.properties"
-    home.mkdir(parents=True, exist_ok=True)
-    props.write_text(_server_properties(data_dir, port, controller_port, sasl_port, sasl_mechanism))
-    (home / "log4j2.properties").write_text(_LOG4J2.format(log=home / "server.log"))
-    java = [
-        "java", f"-Xms{heap_mb // 2}m", f"-Xmx{heap_mb}m", "-XX:+UseG1GC",
-        f"-Dlog4j2.configurationFile={home / 'log4j2.properties'}", "-cp", f"{libs}/*",
-    ]
-    if not (data_dir / "meta.properties").exists():
+    props = write_config(home, port, controller_port, sasl_port, sasl_mechanism)
+    java = java_command(libs, home, heap_mb)
+    if not (home / "data" / "meta.properties").exists():
         if sasl_port and scram_user is None:
             raise StackError("a SASL listener needs a SCRAM user, created when the storage is formatted")
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        result = subprocess.run(
-            [*java, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props),
-             *(["--add-scram", f"{scram_user.mechanism}=[name={scram_user.name},password={scram_user.password}]"]
-               if scram_user else [])],
-            capture_output=True, text=True,
-        )
-        if result.returncode != 0:
-            raise StackError(f"formatting Kafka storage failed: {result.stdout}{result.stderr}")
+        format_storage(java, props, new_cluster_id(), scram_user)
     log = home / "stdout.log"
     pid = start_detached([*java, "kafka.Kafka", str(props)], log)
     on_started(pid)  # recorded before the wait: a broker that never gets ready can still be stopped
