@@ -24,6 +24,7 @@ from pipeline.qa.errors import RulePackError
 from pipeline.qa.metrics import Language
 from pipeline.qa.model import PIIType, RuleKind, Severity
 from pipeline.qa.normalize import is_cjk, normalize_phrase
+from pipeline.qa.pack_regex import UnboundedPatternError, compile_bounded
 
 ScopeRole = Literal["agent", "customer", "any"]
 MatchMode = Literal["any_of", "all_of", "none_of"]
@@ -98,9 +99,11 @@ class RegexRule(_PhraseRule):
     def _compiles(self) -> RegexRule:
         for pattern in [*self.phrases, *self.exclude]:
             try:
-                re.compile(pattern)
+                compile_bounded(pattern)
             except re.error as exc:
                 raise ValueError(f"bad regular expression {pattern!r}: {exc}") from exc
+            except UnboundedPatternError as exc:
+                raise ValueError(f"regular expression {pattern!r} refused: {exc}") from None
         return self
 
 

@@ -24,6 +24,7 @@ from pipeline.qa.cues import asked, negated
 from pipeline.qa.fuzzy import Token, best_alignment, fuzzy_eligible, plausible, tokens
 from pipeline.qa.model import Finding
 from pipeline.qa.normalize import normalize_phrase, to_simplified
+from pipeline.qa.pack_regex import BoundedPattern, compile_bounded
 from pipeline.qa.rules import ForbiddenPhraseRule, KeywordRule, RegexRule, RequiredDisclosureRule
 
 PhraseRule = KeywordRule | RegexRule | ForbiddenPhraseRule | RequiredDisclosureRule
@@ -41,9 +42,9 @@ def phrase_pattern(phrase: str) -> re.Pattern[str]:
     return re.compile(left + re.escape(norm) + right)
 
 
-def regex_pattern(pattern: str) -> re.Pattern[str]:
-    """An operator's regex over normalised text; written in Traditional it still matches."""
-    return re.compile(to_simplified(pattern), re.IGNORECASE)
+def regex_pattern(pattern: str) -> BoundedPattern:
+    """An operator's regex over normalised text, on RE2 (linear time); written in Traditional it still matches."""
+    return compile_bounded(to_simplified(pattern), ignore_case=True)
 
 
 @dataclass(frozen=True)
@@ -67,8 +68,8 @@ def _text_tokens(text: str) -> tuple[tuple[Token, ...], frozenset[str]]:
 class Matcher:
     """Compiled phrases and exclusions of one rule."""
 
-    phrases: tuple[tuple[str, re.Pattern[str]], ...]
-    exclude: tuple[re.Pattern[str], ...]
+    phrases: tuple[tuple[str, BoundedPattern], ...]
+    exclude: tuple[BoundedPattern, ...]
     fuzzy: tuple[tuple[str, tuple[Token, ...]], ...] = ()  # phrases long enough for fuzzy matching
     min_similarity: float | None = None
 
