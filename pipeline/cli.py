@@ -337,7 +337,7 @@ def run_cmd(
     """
     from pipeline.adapters.local_inputs import scan_local_inputs
     from pipeline.run.embedded import run_paths
-    from pipeline.stages.probe import MAX_CHANNELS
+    from pipeline.stages.audio_limits import MAX_CHANNELS
     from pipeline.stages.routing import parse_roles
 
     cfg = settings()

@@ -55,3 +55,10 @@ def streamed_flac(path: Path, duration_s: float, rate: int = 8000) -> Path:
     data[18:26] = info.to_bytes(8, "big")
     path.write_bytes(bytes(data))
     return path
+
+
+def implausible(path: Path, fmt: str, subtype: str, channels: int, rate: int, frames: int = 2000) -> Path:
+    """A real, silent recording in ``fmt`` whose header honestly says ``channels`` and ``rate``: values no
+    call recording has, which size a trusting decoder's buffer (64 channels x 384 kHz x 4 h is 1.3 TB)."""
+    sf.write(path, np.zeros((frames, channels), dtype=np.float32), rate, format=fmt, subtype=subtype)
+    return path

@@ -21,7 +21,7 @@ from pipeline.asr.audio import CallAudio, channels_of
 from pipeline.asr.errors import AudioDecodeError
 from pipeline.events import RoutedCall
 from pipeline.stages.asr import AsrInput, Fetched
-from pipeline.stages.audio_limits import decoded_mismatch, max_decoded_frames, max_object_bytes
+from pipeline.stages.audio_limits import decoded_mismatch, implausible_header, max_decoded_frames, max_object_bytes
 from pipeline.stages.outcomes import Dead, Tag
 from pipeline.stages.probe import HEAD_BYTES, RAW_SUBTYPES, decoder_error, wav_data_offset
 from pipeline.stages.storage import MissingObject, ObjectStore, StorageError
@@ -44,6 +44,9 @@ class Fetcher:
         if call is None:
             return item.dead("malformed_event", item.error or "undecodable")
         started = time.perf_counter()
+        problem = implausible_header(call.container, call.channels, call.sample_rate_hz)
+        if problem:  # routed before the router checked every container, or forged: not even read
+            return item.dead("corrupt_header", f"routed call: {problem}")
         cap = max_object_bytes(call)
         if (call.object.size_bytes or 0) > cap:
             return item.dead(

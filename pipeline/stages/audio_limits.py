@@ -1,4 +1,8 @@
-"""What the worker may read and decode for one routed call, from what the router probed. Pure.
+"""What a recording may claim, and what the worker may read and decode for one routed call. Pure.
+
+Channels and sample rate are bounded for every container (the router's probe and the worker's
+decode apply the same :func:`implausible_header`): a header outside them is lying or hostile,
+and a reader that trusted it would allocate channels x frames buffers sized by the lie.
 
 The router checked the header; the worker must not trust the object to still agree
 with it (an upstream event without a version, a header that lies about what follows).
@@ -17,6 +21,19 @@ MARGIN = 0.05  # 5 % (container overhead, rounding of the routed duration)
 SLACK_BYTES = 1 << 20  # headers, metadata chunks, cover art
 SLACK_S = 1.0
 
+# What a call recording can be (8 kHz telephony to 384 kHz studio; up to 32 channels of a trunk).
+MAX_CHANNELS = 32
+MIN_RATE_HZ, MAX_RATE_HZ = 2000, 384_000
+
+
+def implausible_header(container: str, channels: int, rate_hz: int) -> str | None:
+    """Why a header's channels or rate are no call recording's, or None."""
+    if not 1 <= channels <= MAX_CHANNELS:
+        return f"{container} header claims {channels} channels (at most {MAX_CHANNELS})"
+    if not MIN_RATE_HZ <= rate_hz <= MAX_RATE_HZ:
+        return f"{container} header claims a {rate_hz} Hz sample rate ({MIN_RATE_HZ}-{MAX_RATE_HZ} Hz)"
+    return None
+
 
 def max_object_bytes(call: RoutedCall) -> int:
     return int(call.frames * call.channels * MAX_BYTES_PER_SAMPLE * (1 + MARGIN)) + SLACK_BYTES
@@ -29,6 +46,9 @@ def max_decoded_frames(call: RoutedCall) -> int:
 
 def decoded_mismatch(call: RoutedCall, frames: int, channels: int, rate_hz: int) -> str | None:
     """Why a decoder's view of the stream is not the call that was routed, or None."""
+    problem = implausible_header(call.container, call.channels, call.sample_rate_hz)
+    if problem:  # routed before the check, or a forged event: never a buffer sized by it
+        return f"routed call: {problem}"
     if channels != call.channels or rate_hz != call.sample_rate_hz:
         return f"stream has {channels} channels at {rate_hz} Hz; routed as {call.channels} at {call.sample_rate_hz} Hz"
     if frames >= 2**62:

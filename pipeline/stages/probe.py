@@ -18,6 +18,7 @@ import soundfile
 
 from pipeline.errors import CallQAError
 from pipeline.events import ReasonCode
+from pipeline.stages.audio_limits import implausible_header
 
 HEAD_BYTES = 64 * 1024
 
@@ -28,10 +29,6 @@ _WAV_CODECS = {1: "PCM", 3: "FLOAT", 6: "ALAW", 7: "ULAW"}
 _WAV_BLOCK_CODECS = frozenset({0x0002, 0x0011, 0x0031})  # MS ADPCM, IMA ADPCM, GSM 6.10
 _WAV_EXTENSIBLE = 0xFFFE
 
-# What a call recording can be. Outside these a header is lying (or hostile): a reader that
-# trusted it would allocate channels x frames buffers sized by the lie.
-MAX_CHANNELS = 32
-MIN_RATE_HZ, MAX_RATE_HZ = 2000, 384_000
 # The fewest bytes one FLAC frame can take (header, one constant subframe per channel, CRC):
 # a stream cannot hold more than (size / this) frames of at most max-block-size samples.
 _FLAC_MIN_FRAME_BYTES = 8
@@ -154,12 +151,9 @@ RAW_SUBTYPES = {
 
 
 def _check_plausible(container: str, channels: int, rate: int) -> None:
-    if not 1 <= channels <= MAX_CHANNELS:
-        raise ProbeError("corrupt_header", f"{container} header claims {channels} channels (at most {MAX_CHANNELS})")
-    if not MIN_RATE_HZ <= rate <= MAX_RATE_HZ:
-        raise ProbeError(
-            "corrupt_header", f"{container} header claims a {rate} Hz sample rate ({MIN_RATE_HZ}-{MAX_RATE_HZ} Hz)"
-        )
+    problem = implausible_header(container, channels, rate)
+    if problem:
+        raise ProbeError("corrupt_header", problem)
 
 
 def _probe_flac(head: bytes, size_bytes: int) -> AudioInfo:
@@ -186,13 +180,15 @@ def _probe_flac(head: bytes, size_bytes: int) -> AudioInfo:
 
 
 def probe_full(data: bytes) -> AudioInfo:
-    """Probe a whole object with libsndfile (containers whose header lacks the length)."""
+    """Probe a whole object with libsndfile (every container but a header-probed WAV or FLAC), with the
+    same channel and rate limits."""
     if not data:
         raise ProbeError("empty_object", "the object is empty")
     try:
         info = soundfile.info(io.BytesIO(data))
     except (soundfile.LibsndfileError, RuntimeError, TypeError) as exc:
         raise ProbeError("not_audio", f"not a readable audio file: {decoder_error(exc)}") from exc
+    _check_plausible(info.format, info.channels, info.samplerate)  # before any decode (AIFF, OGG, CAF, ...)
     frames = info.frames
     if frames <= 0 or frames >= 2**62:  # libsndfile reports "unknown" as a huge number
         frames = _count_frames(data, info.format)
