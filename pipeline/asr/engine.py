@@ -247,6 +247,7 @@ class Engine:
             for w, origin in todo:
                 result = results[id(w)]
                 if not self._keep(result):  # no speech after all
+                    self.stats.no_speech_windows += 1
                     out[origin].append(_Decoded(w, result, []))
                     continue
                 spans = [(span, self._text(list(span.tokens), result.language)) for span in
@@ -254,11 +255,17 @@ class Engine:
                 cover = coverage(spans, w.packed, result.complete, self.opts.compression_ratio_threshold,
                                  self.opts.min_resume_s)
                 out[origin].append(_Decoded(w, result, spans[: cover.kept]))
-                if cover.resume_s is None or n_pass == self.opts.max_passes - 1:
+                if n_pass == self.opts.max_passes - 1:
+                    self.stats.undecoded_pieces += len(cover.skipped)
                     continue
-                if cover.resume_s >= MIN_PROGRESS_S:
+                # speech the decode stepped over (another voice in a mono mix), alone this time
+                again = [w.packed.only(cover.skipped, self.opts.join_gap_s)] if cover.skipped else []
+                self.stats.skipped_pieces += len(cover.skipped)
+                if cover.resume_s is None:
+                    pass
+                elif cover.resume_s >= MIN_PROGRESS_S:
                     rest = w.packed.after(cover.resume_s)
-                    again = [rest] if rest is not None else []
+                    again += [rest] if rest is not None else []
                 else:  # nothing usable from the start: shorter context, one piece at a time
                     again = w.packed.unpacked() if len(w.packed.pieces) > 1 else []
                 later += [(_Window(w.call, w.channel, p, w.stream), origin) for p in again]
