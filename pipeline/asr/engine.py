@@ -338,17 +338,26 @@ class Engine:
                   timings: dict[str, float]) -> CallTranscript:
         segments: list[Segment] = []
         votes: dict[int, Counter] = defaultdict(Counter)
+        weighted: dict[tuple[int, str], float] = defaultdict(float)  # language probability x seconds
+        foreign: set[tuple[int, str]] = set()
         for d in decoded:
             w, language = d.window, d.result.language
             pieces = window_texts(d.spans, w.packed, self.opts.split_pause_s)
-            votes[w.channel][language] += sum(p.end_s - p.start_s for p in pieces)  # transcribed seconds
+            seconds = sum(p.end_s - p.start_s for p in pieces)  # transcribed seconds
+            votes[w.channel][language] += seconds
+            weighted[w.channel, language] += seconds * d.result.language_prob
+            if d.result.foreign:
+                foreign.add((w.channel, language))
             segments += [Segment(role=call.roles[w.channel], channel=w.channel, start_s=round(p.start_s, 3),
                                  end_s=round(p.end_s, 3), text=p.text, language=language) for p in pieces]
         segments.sort(key=lambda s: (s.start_s, s.channel))
         languages = {ch: c.most_common(1)[0][0] for ch, c in sorted(votes.items()) if sum(c.values()) > 0}
         return CallTranscript(call_id=call.call_id, segments=segments, languages=languages,
                               model_name=self.model_name, model_version=self.model_version,
-                              timings=dict(timings), duration_s=call.duration_s)
+                              timings=dict(timings), duration_s=call.duration_s,
+                              language_probs={ch: round(weighted[ch, lang] / votes[ch][lang], 3)
+                                              for ch, lang in languages.items()},
+                              unsupported={ch: lang for ch, lang in languages.items() if (ch, lang) in foreign})
 
 
 def _prompt_tokens(tokenizer: WhisperTokenizer, opts: EngineOptions, n_text_ctx: int) -> tuple[int, ...]:

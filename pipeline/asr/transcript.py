@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -21,7 +21,10 @@ class Segment:
 @dataclass(frozen=True)
 class CallTranscript:
     """segments: sorted by start_s; languages: channel -> detected (or forced) code, only for
-    channels with speech; timings: seconds spent per stage (vad_s, resample_s, asr_s share)."""
+    channels with speech; language_probs: channel -> the model's probability for that language
+    (over its windows, by their speech); unsupported: channel -> language, for channels whose
+    language is outside the engine's candidate languages (transcribed in that language, and to
+    be said so downstream); timings: seconds spent per stage (vad_s, resample_s, asr_s share)."""
 
     call_id: str
     segments: list[Segment]
@@ -30,6 +33,8 @@ class CallTranscript:
     model_version: str
     timings: dict[str, float]
     duration_s: float
+    language_probs: dict[int, float] = field(default_factory=dict)
+    unsupported: dict[int, str] = field(default_factory=dict)
 
     @property
     def text(self) -> str:

@@ -213,3 +213,22 @@ def test_a_slowed_lower_second_voice_on_a_mono_mix_keeps_every_turn(engine, zh_c
         heard = Counter(u for s in result.segments if s.start_s < end_s and start_s < s.end_s for u in units(s.text))
         said = Counter(units(text))
         assert sum((said & heard).values()) >= 0.6 * sum(said.values()), (text, heard)
+
+
+def test_a_call_in_a_third_language_is_transcribed_as_spoken_and_flagged(engine):
+    """Told to choose between English and Mandarin, Whisper decoded a French call as English and
+    translated it: QA then judged words nobody said. Another language is transcribed in itself."""
+    rate = 16_000
+    speech = np.concatenate([speak("Buenos días, llamo porque mi paquete no llegó el viernes.", rate, "es"),
+                             np.zeros(rate, np.float32),
+                             speak("Quisiera saber dónde está y cuándo llega.", rate, "es")])
+    call = CallAudio(samples=speech[None, :], sample_rate=rate, roles=("mixed",), call_id="es-1")
+    result = engine.transcribe(call)
+    words = normalize_en(result.text).split()
+    assert result.languages == {0: "es"} and result.unsupported == {0: "es"}
+    assert result.language_probs[0] >= 0.5
+    assert "paquete" in words and "package" not in words, result.text
+    # the two candidate languages are never flagged
+    data, _ = stereo_call_wav()
+    english = engine.transcribe(load_call_audio(data, roles={0: "agent", 1: "customer"}))
+    assert english.unsupported == {} and set(english.languages.values()) == {"en"}
