@@ -47,8 +47,9 @@ def unsupported_language(result: CallTranscript) -> UnsupportedLanguage | None:
             seconds[s.language] = seconds.get(s.language, 0.0) + s.end_s - s.start_s
     language = max(seconds, key=seconds.__getitem__) if seconds else next(iter(result.unsupported.values()))
     channels = sorted(ch for ch, lang in result.unsupported.items() if lang == language)
-    return UnsupportedLanguage(language=language, probability=min(result.language_probs[ch] for ch in channels),
-                               channels=channels)
+    return UnsupportedLanguage(
+        language=language, probability=min(result.language_probs[ch] for ch in channels), channels=channels
+    )
 
 
 def audio_for(call: RoutedCall, audio: CallAudio) -> CallAudio:
