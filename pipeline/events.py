@@ -19,7 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from pipeline.errors import DecodeError, SkipEvent
 
-SCHEMA_VERSION = "1.1"  # 1.1: optional replay_id (RoutedCall, Transcript, QAResult); Transcript.redacted + pii
+# 1.1: optional replay_id (RoutedCall, Transcript, QAResult); Transcript.redacted + pii
+# 1.2: Transcript.language_probabilities + unsupported_language; QAResult.judged + unsupported_language
+SCHEMA_VERSION = "1.2"
 SUPPORTED_MAJOR = 1
 
 Role = str  # "agent" | "customer" | "mixed", or an operator's own label
@@ -129,6 +131,15 @@ class PIISpan(Contract):
     confidence: float = 1.0  # 1.0: passed its checksum; lower: taken by its shape (still masked)
 
 
+class UnsupportedLanguage(Contract):
+    """A call spoken in a language outside the configured set: transcribed in that language
+    (never translated), and not judged by rules written for other languages."""
+
+    language: str = Field(description="the language code the model heard, e.g. fr")
+    probability: float = Field(ge=0, le=1, description="the model's probability for it")
+    channels: list[int] = Field(description="the channels spoken in it")
+
+
 class Transcript(Event):
     """The transcript of one call, per channel and role, in call time."""
 
@@ -147,6 +158,10 @@ class Transcript(Event):
     # Since 1.1: the worker publishes transcripts PII-redacted; these are the spans it masked.
     redacted: bool = False
     pii: list[PIISpan] = Field(default_factory=list)
+    # Since 1.2.
+    language_probabilities: dict[str, float] = Field(
+        default_factory=dict, description="channel index -> the model's probability for its language")
+    unsupported_language: UnsupportedLanguage | None = None
 
 
 class QAFinding(Contract):
@@ -175,6 +190,10 @@ class QAResult(Event):
     rule_packs: list[str] = Field(default_factory=list)
     replay_id: str | None = Field(default=None, description="the QA replay's id, else the transcript's")
     no_speech: bool = False  # nothing was said in the call: it may not have connected
+    # Since 1.2: False when no rule could judge the call (its language is outside the rule packs');
+    # its score is then 0, so that a reader of 1.1 sends it to a person rather than counting it good.
+    judged: bool = True
+    unsupported_language: UnsupportedLanguage | None = None
     evaluated_at: datetime = Field(default_factory=utc_now)
 
 

@@ -46,6 +46,9 @@ _NUMBER_CHARS = frozenset("0123456789 ,.-")  # digit groups and what separates t
 class DecodeOptions:
     """language: force one language code, or None to detect among ``candidate_languages``
     (empty: all of the model's languages).
+    foreign_below: a window where the candidates together weigh less than this among all the
+    model's languages is in another language: it is decoded in the language the model hears
+    (Whisper, told "English" over French, translates instead of transcribing), and flagged.
 
     tokens_per_s / min_tokens: the per-window token cap (text and timestamps).
     compact_fraction: compact the cache when at least this share of the live
@@ -67,6 +70,7 @@ class DecodeOptions:
 
     language: str | None = None
     candidate_languages: tuple[str, ...] = ("zh", "en")
+    foreign_below: float = 0.2
     max_new_tokens: int = 224
     tokens_per_s: float = 12.0
     min_tokens: int = 16
@@ -88,6 +92,7 @@ class WindowDecode:
     tokens: list[int] = field(default_factory=list)
     language: str = ""
     language_prob: float = 0.0
+    foreign: bool = False  # the language heard is none of the candidates
     no_speech_prob: float = 0.0
     sum_logprob: float = 0.0
     finished: bool = False
@@ -139,7 +144,8 @@ class GreedyDecoder:
         if opts.language is not None:
             tokenizer.language_id(opts.language)  # validate early
         # no candidates configured: every language the model knows
-        self.candidates = [tokenizer.language_id(c) for c in opts.candidate_languages] or list(sp.languages.values())
+        self.all_languages = list(sp.languages.values())
+        self.candidates = [tokenizer.language_id(c) for c in opts.candidate_languages] or self.all_languages
         n_vocab = model.dims.n_vocab
         self.tb = sp.timestamp_begin
         suppress = torch.zeros(n_vocab, dtype=torch.bool)
@@ -249,22 +255,28 @@ class GreedyDecoder:
         return logprobs
 
     def _languages(self, logits: Tensor, results: list[WindowDecode]) -> list[int]:
-        """Pick each row's language token from the logits after <|startoftranscript|>."""
+        """Pick each row's language token from the logits after <|startoftranscript|>: the likeliest
+        candidate, unless the candidates together are unlikely (another language: the likeliest of all)."""
         sp = self.tok.special
         probs = torch.softmax(logits, dim=-1)
         no_speech = probs[:, sp.no_speech].tolist()
+        n = len(results)
+        foreign = [False] * n
         if self.opts.language is not None:
-            forced = self.tok.language_id(self.opts.language)
-            lang_ids = [forced] * len(results)
-            lang_probs = [1.0] * len(results)
+            lang_ids, lang_probs = [self.tok.language_id(self.opts.language)] * n, [1.0] * n
         else:
-            cand = torch.tensor(self.candidates, device=logits.device)
-            sub = torch.softmax(logits[:, cand], dim=-1)
-            best = sub.argmax(dim=-1)
-            lang_ids = cand[best].tolist()
-            lang_probs = sub.gather(1, best[:, None])[:, 0].tolist()
-        for r, lang, p, ns in zip(results, lang_ids, lang_probs, no_speech):
-            r.language, r.language_prob, r.no_speech_prob = self.lang_by_id[lang], p, ns
+            every = torch.tensor(self.all_languages, device=logits.device)
+            share = torch.softmax(logits[:, every], dim=-1)  # (n, languages)
+            is_cand = torch.isin(every, torch.tensor(self.candidates, device=logits.device))
+            cand_share = share[:, is_cand]
+            best_cand = every[is_cand][cand_share.argmax(dim=-1)]
+            cand_prob = cand_share.max(dim=-1).values / cand_share.sum(dim=-1)  # among the candidates
+            top_prob, top = share.max(dim=-1)
+            foreign = (cand_share.sum(dim=-1) < self.opts.foreign_below).tolist()
+            lang_ids = torch.where(torch.tensor(foreign, device=logits.device), every[top], best_cand).tolist()
+            lang_probs = [t if f else c for f, t, c in zip(foreign, top_prob.tolist(), cand_prob.tolist())]
+        for r, lang, p, ns, f in zip(results, lang_ids, lang_probs, no_speech, foreign):
+            r.language, r.language_prob, r.no_speech_prob, r.foreign = self.lang_by_id[lang], p, ns, f
         return lang_ids
 
     def _record(self, rows: list[int], nxt: list[int], chosen: list[float], capped: list[bool],

@@ -247,6 +247,7 @@ class Engine:
             for w, origin in todo:
                 result = results[id(w)]
                 if not self._keep(result):  # no speech after all
+                    self.stats.no_speech_windows += 1
                     out[origin].append(_Decoded(w, result, []))
                     continue
                 spans = [(span, self._text(list(span.tokens), result.language)) for span in
@@ -254,11 +255,17 @@ class Engine:
                 cover = coverage(spans, w.packed, result.complete, self.opts.compression_ratio_threshold,
                                  self.opts.min_resume_s)
                 out[origin].append(_Decoded(w, result, spans[: cover.kept]))
-                if cover.resume_s is None or n_pass == self.opts.max_passes - 1:
+                if n_pass == self.opts.max_passes - 1:
+                    self.stats.undecoded_pieces += len(cover.skipped)
                     continue
-                if cover.resume_s >= MIN_PROGRESS_S:
+                # speech the decode stepped over (another voice in a mono mix), alone this time
+                again = [w.packed.only(cover.skipped, self.opts.join_gap_s)] if cover.skipped else []
+                self.stats.skipped_pieces += len(cover.skipped)
+                if cover.resume_s is None:
+                    pass
+                elif cover.resume_s >= MIN_PROGRESS_S:
                     rest = w.packed.after(cover.resume_s)
-                    again = [rest] if rest is not None else []
+                    again += [rest] if rest is not None else []
                 else:  # nothing usable from the start: shorter context, one piece at a time
                     again = w.packed.unpacked() if len(w.packed.pieces) > 1 else []
                 later += [(_Window(w.call, w.channel, p, w.stream), origin) for p in again]
@@ -331,17 +338,26 @@ class Engine:
                   timings: dict[str, float]) -> CallTranscript:
         segments: list[Segment] = []
         votes: dict[int, Counter] = defaultdict(Counter)
+        weighted: dict[tuple[int, str], float] = defaultdict(float)  # language probability x seconds
+        foreign: set[tuple[int, str]] = set()
         for d in decoded:
             w, language = d.window, d.result.language
             pieces = window_texts(d.spans, w.packed, self.opts.split_pause_s)
-            votes[w.channel][language] += sum(p.end_s - p.start_s for p in pieces)  # transcribed seconds
+            seconds = sum(p.end_s - p.start_s for p in pieces)  # transcribed seconds
+            votes[w.channel][language] += seconds
+            weighted[w.channel, language] += seconds * d.result.language_prob
+            if d.result.foreign:
+                foreign.add((w.channel, language))
             segments += [Segment(role=call.roles[w.channel], channel=w.channel, start_s=round(p.start_s, 3),
                                  end_s=round(p.end_s, 3), text=p.text, language=language) for p in pieces]
         segments.sort(key=lambda s: (s.start_s, s.channel))
         languages = {ch: c.most_common(1)[0][0] for ch, c in sorted(votes.items()) if sum(c.values()) > 0}
         return CallTranscript(call_id=call.call_id, segments=segments, languages=languages,
                               model_name=self.model_name, model_version=self.model_version,
-                              timings=dict(timings), duration_s=call.duration_s)
+                              timings=dict(timings), duration_s=call.duration_s,
+                              language_probs={ch: round(weighted[ch, lang] / votes[ch][lang], 3)
+                                              for ch, lang in languages.items()},
+                              unsupported={ch: lang for ch, lang in languages.items() if (ch, lang) in foreign})
 
 
 def _prompt_tokens(tokenizer: WhisperTokenizer, opts: EngineOptions, n_text_ctx: int) -> tuple[int, ...]:

@@ -114,6 +114,16 @@ class PackedWindow:
         base = rest[0].dst_start
         return PackedWindow(tuple(Piece(p.src_start, p.src_end, p.dst_start - base, p.voiced) for p in rest))
 
+    def only(self, indices: tuple[int, ...], gap_s: float) -> PackedWindow:
+        """Pieces ``indices`` (in order) laid out again from 0, joined with ``gap_s``: the speech
+        a decode passed over, as a window of its own."""
+        out: list[Piece] = []
+        for i in indices:
+            p = self.pieces[i]
+            at = out[-1].dst_end + int(gap_s * RATE) if out else 0
+            out.append(Piece(p.src_start, p.src_end, at, p.voiced))
+        return PackedWindow(tuple(out))
+
     def unpacked(self) -> list[PackedWindow]:
         """Each piece as a window of its own (the fallback when a packed window decodes badly)."""
         return [PackedWindow((Piece(p.src_start, p.src_end, 0, p.voiced),)) for p in self.pieces]

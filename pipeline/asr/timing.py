@@ -22,6 +22,11 @@ CLAUSE_END = frozenset(",.?!;:，。？！；：、")
 MAX_TOKENS_PER_S = 30.0
 MIN_RATE_TOKENS = 8  # shorter texts may sit between two close timestamps honestly
 MIN_REPEAT_CHARS = 12  # an earlier span's text inside a later one, at least this long: a restart
+# A piece of speech that the kept spans pass over: Whisper transcribes the voice it locked on to and
+# may step over a second, quieter or slower voice in the same window (a mono mix), timing the next
+# span after it. At least this long, and covered by spans for less than this share of its length.
+MIN_SKIPPED_S = 0.5
+MAX_SKIPPED_COVER = 0.25
 
 
 @dataclass(frozen=True)
@@ -75,10 +80,13 @@ class Coverage:
     kept: how many leading spans are kept (a loop or a cut-off span and all after it are not; counted,
         not timed: a loop can start at the window's very end, where its span lasts no time at all).
     resume_s: where to decode the window again from (None: nothing left to do).
+    skipped: pieces before the resume point (or in the whole window) that no kept span covers:
+        speech the decode stepped over, to be decoded again on its own.
     """
 
     kept: int
     resume_s: float | None
+    skipped: tuple[int, ...] = ()
 
 
 def coverage(spans: list[tuple[TimedSpan, str]], window: PackedWindow, complete: bool,
@@ -95,13 +103,28 @@ def coverage(spans: list[tuple[TimedSpan, str]], window: PackedWindow, complete:
     for kept, (span, text) in enumerate(spans):
         cut = not span.closed and not complete
         if cut or _loops(span, text, earlier, max_compression):
-            return Coverage(kept, good_end)
+            return Coverage(kept, good_end, skipped_pieces(spans[:kept], window, good_end))
         good_end = span.end_s
         earlier.append(text.strip())
     if not complete:
-        return Coverage(len(spans), good_end)
+        return Coverage(len(spans), good_end, skipped_pieces(spans, window, good_end))
     rest = _audio_s(window, good_end, window.duration_s)
-    return Coverage(len(spans), good_end if rest > min_rest_s else None)
+    resume = good_end if rest > min_rest_s else None
+    return Coverage(len(spans), resume, skipped_pieces(spans, window, window.duration_s if resume is None else good_end))
+
+
+def skipped_pieces(spans: list[tuple[TimedSpan, str]], window: PackedWindow, upto_s: float) -> tuple[int, ...]:
+    """Indices of the window's pieces that end by ``upto_s`` (later audio is decoded again
+    anyway) and that the spans with words cover for less than MAX_SKIPPED_COVER of their length."""
+    timed = [(span.start_s * RATE, span.end_s * RATE) for span, text in spans if has_words(text)]
+    out = []
+    for i, p in enumerate(window.pieces):
+        if p.dst_end > upto_s * RATE + 1 or p.voiced < MIN_SKIPPED_S * RATE:
+            continue
+        covered = sum(max(0.0, min(b, p.dst_end) - max(a, p.dst_start)) for a, b in timed)
+        if covered < MAX_SKIPPED_COVER * p.length:
+            out.append(i)
+    return tuple(out)
 
 
 def _loops(span: TimedSpan, text: str, earlier: list[str], max_compression: float) -> bool:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -21,7 +21,10 @@ class Segment:
 @dataclass(frozen=True)
 class CallTranscript:
     """segments: sorted by start_s; languages: channel -> detected (or forced) code, only for
-    channels with speech; timings: seconds spent per stage (vad_s, resample_s, asr_s share)."""
+    channels with speech; language_probs: channel -> the model's probability for that language
+    (over its windows, by their speech); unsupported: channel -> language, for channels whose
+    language is outside the engine's candidate languages (transcribed in that language, and to
+    be said so downstream); timings: seconds spent per stage (vad_s, resample_s, asr_s share)."""
 
     call_id: str
     segments: list[Segment]
@@ -30,6 +33,8 @@ class CallTranscript:
     model_version: str
     timings: dict[str, float]
     duration_s: float
+    language_probs: dict[int, float] = field(default_factory=dict)
+    unsupported: dict[int, str] = field(default_factory=dict)
 
     @property
     def text(self) -> str:
@@ -95,4 +100,7 @@ class EngineStats:
         self.batches.clear()
         self.n_batches = 0
         self.redecoded_windows = 0  # windows (or their rests) decoded again after a loop or cut-off
+        self.skipped_pieces = 0  # speech pieces a decode stepped over, decoded again on their own
+        self.undecoded_pieces = 0  # ... still stepped over at the last pass: speech with no text
+        self.no_speech_windows = 0  # windows dropped by the no-speech rule
         self.audio_s = self.speech_s = self.computed_s = 0.0

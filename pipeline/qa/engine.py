@@ -67,8 +67,9 @@ class QAEngine:
         redacted = redact_texts(call.segments, found)
         hits = found + _masked_before(source, call.segments, found)
         ctx = prepare(call, redacted, norms, hits)
+        foreign = metrics.unsupported_language(call)
         findings: list[Finding] = []
-        for rule in self.pack.rules:
+        for rule in self.pack.rules if foreign is None else ():  # rules in other languages judge nothing
             if not ctx.has_speech and _judges_absence(rule):
                 continue  # nothing was said, so nothing was left unsaid: the dead-air finding says it
             if not ctx.roles_known and rule.unknown_speaker == "skip":
@@ -79,7 +80,9 @@ class QAEngine:
             call_id=call.call_id,
             no_speech=not ctx.has_speech,
             agent_id=call.agent_id,
-            score=score_findings(findings, self.pack),
+            score=score_findings(findings, self.pack) if foreign is None else 0.0,
+            judged=foreign is None,
+            unsupported_language=foreign,
             findings=tuple(findings),
             pii=tuple(PIISpan(h.type, h.role, h.start_s, h.end_s, h.confidence) for h in hits),
             redacted_segments=tuple(

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from pipeline.qa.model import CallText, SegmentText
+from pipeline.qa.model import CallText, LanguageNote, SegmentText
 from pipeline.qa.normalize import is_cjk
 
 Interval = tuple[float, float]
@@ -84,6 +84,26 @@ def _intersect(first: Sequence[Interval], second: Sequence[Interval]) -> list[In
         else:
             j += 1
     return out
+
+
+def is_rule_language(code: str) -> bool:
+    """Whether the rule packs are written for this language code (English, Mandarin/Chinese)."""
+    code = code.lower()
+    return code.startswith(("en", "zh")) or code in ("cmn", "yue")
+
+
+def unsupported_language(call: CallText) -> LanguageNote | None:
+    """The language outside the packs' that the call is spoken in, as its transcript says it
+    (flagged by the engine, or a channel's language code from another producer)."""
+    if call.unsupported_language is not None:
+        return call.unsupported_language
+    spoken = {s.channel for s in call.segments}
+    other = sorted((lang, int(ch)) for ch, lang in call.languages.items()
+                   if lang and not is_rule_language(lang) and ch.isdigit() and int(ch) in spoken)
+    if not other:
+        return None
+    language = other[0][0]
+    return LanguageNote(language, 1.0, tuple(ch for lang, ch in other if lang == language))
 
 
 def segment_language(call: CallText, segment: SegmentText) -> Language:

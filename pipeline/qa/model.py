@@ -35,6 +35,15 @@ class SegmentText:
 
 
 @dataclass(frozen=True)
+class LanguageNote:
+    """A call spoken in a language the rule packs are not written for: it is not judged."""
+
+    language: str
+    probability: float
+    channels: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class CallText:
     """What the engine needs of a transcript; segments sorted by start time."""
 
@@ -45,6 +54,7 @@ class CallText:
     segments: tuple[SegmentText, ...]
     languages: Mapping[str, str] = field(default_factory=dict)
     metadata: Mapping[str, str] = field(default_factory=dict)
+    unsupported_language: LanguageNote | None = None
 
     def language_of(self, channel: int) -> str | None:
         return self.languages.get(str(channel))
@@ -85,7 +95,18 @@ def call_text_from(obj: Any) -> CallText:
         segments=segments,
         languages={str(k): str(v) for k, v in dict(_get(obj, "languages") or {}).items()},
         metadata={str(k): str(v) for k, v in dict(_get(obj, "metadata") or {}).items()},
+        unsupported_language=_language_note(_get(obj, "unsupported_language")),
     )
+
+
+def _language_note(raw: Any) -> LanguageNote | None:
+    if raw is None:
+        return None
+    try:
+        return LanguageNote(str(_get(raw, "language")), float(_get(raw, "probability")),
+                            tuple(int(c) for c in _get(raw, "channels") or ()))
+    except (TypeError, ValueError) as exc:
+        raise CallTextError(f"malformed unsupported_language {raw!r}: {exc}") from exc
 
 
 def _segment(call_id: str, raw: Any) -> SegmentText:
@@ -146,6 +167,8 @@ class CallQAResult:
     redacted_segments: tuple[SegmentText, ...]
     rule_packs: tuple[str, ...] = ()
     no_speech: bool = False  # nothing was said: the call may not have connected
+    judged: bool = True  # False: no rule could judge it (unsupported_language); its score is 0
+    unsupported_language: LanguageNote | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form with the field names of the ``qa.findings`` event."""
@@ -169,6 +192,8 @@ class CallQAResult:
                 ),
                 rule_packs=tuple(data.get("rule_packs", ())),
                 no_speech=bool(data.get("no_speech", False)),
+                judged=bool(data.get("judged", True)),
+                unsupported_language=_language_note(data.get("unsupported_language")),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise CallTextError(f"not a QA result: {exc}") from exc

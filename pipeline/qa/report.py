@@ -83,7 +83,8 @@ def render_report(
     worst_n: int = 10,
 ) -> str:
     """The report as one HTML document (str)."""
-    results = list(results)
+    not_judged = [r for r in results if not r.judged]
+    results = [r for r in results if r.judged]  # scores and counts are of the calls rules judged
     counts = rule_counts(results, pack)
     worst = sorted((r for r in results if r.findings), key=lambda r: (r.score, r.call_id))[:worst_n]
     score_chart = histogram_svg(score_bins([r.score for r in results]), "Calls per score band")
@@ -105,6 +106,7 @@ def render_report(
         rules=counts,
         agents=summarize_agents(results),
         worst=[_call_view(r) for r in worst],
+        not_judged=not_judged,
         severity_colours=SEVERITY_COLOURS,
     )
 

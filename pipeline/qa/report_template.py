@@ -92,6 +92,20 @@ REPORT_TEMPLATE = """<!DOCTYPE html>
 </div>
 {% else %}<p>No calls with findings.</p>{% endfor %}
 </section>
+{% if not_judged %}
+<section id="not-judged">
+<h2>Calls not judged</h2>
+<p>Spoken in a language no rule pack is written for: transcribed as spoken, not scored (score 0 on the topic). A person needs to review them.</p>
+<table>
+<thead><tr><th>call</th><th>agent</th><th>language</th><th>probability</th></tr></thead>
+<tbody>
+{% for r in not_judged %}<tr><td>{{ r.call_id }}</td><td>{{ r.agent_id or "(unknown)" }}</td><td>{{ r.unsupported_language.language if r.unsupported_language else "" }}</td>
+<td class="num">{{ "%.2f"|format(r.unsupported_language.probability) if r.unsupported_language else "" }}</td></tr>
+{% endfor %}
+</tbody>
+</table>
+</section>
+{% endif %}
 </body>
 </html>
 """

@@ -52,6 +52,8 @@ def summarize_agents(results: Sequence[CallQAResult]) -> list[AgentSummary]:
     """Per-agent aggregates, worst mean score first."""
     by_agent: dict[str, list[CallQAResult]] = {}
     for result in results:
+        if not result.judged:
+            continue  # no rule could judge it: its 0 says so to readers of 1.1, it is no agent's score
         by_agent.setdefault(result.agent_id or UNKNOWN_AGENT, []).append(result)
     summaries = [
         AgentSummary(

@@ -177,31 +177,36 @@ class EmbeddedRunner:
         results = read_results_jsonl(line.decode() for line in _lines(out / FINDINGS))
         if self.qa is not None:
             write_report(out / "report.html", results)
-        done, silent = transcribed_index(out)
+        done, silent, foreign = transcribed_index(out)
         dead = open_letters(out, summary.failed_now, done, {r.call_id for r in results})
         for letter in dead:
             summary.reasons[letter.reason] = summary.reasons.get(letter.reason, 0) + 1
-        (out / "summary.txt").write_text(render_summary(summary, results, dead, silent))
+        (out / "summary.txt").write_text(render_summary(summary, results, dead, silent, foreign))
 
 
 def render_summary(summary: RunSummary, results: list[CallQAResult], dead: list[DeadLetter],
-                   silent: Sequence[str] = ()) -> str:
+                   silent: Sequence[str] = (), foreign: Sequence[tuple[str, str, float]] = ()) -> str:
     lines = [
         f"calls seen: {summary.calls}  transcribed now: {summary.transcribed}  "
         f"already done: {summary.skipped_done}  failed: {len(dead)}",
         f"audio transcribed now: {summary.audio_s / 3600:.3f} h in {summary.wall_s:.1f} s (RTFx {summary.rtfx:.1f})",
         f"padding efficiency: {summary.padding_efficiency:.2f}",
     ]
-    if results:
-        scores = sorted(results, key=lambda r: r.score)
-        shown = f" (the lowest {min(10, len(results))}; every call in report.html)" if len(results) > 10 else ""
-        lines.append(f"QA: {len(results)} calls, mean score {sum(r.score for r in results) / len(results):.1f}{shown}")
+    judged = [r for r in results if r.judged]
+    if judged:
+        scores = sorted(judged, key=lambda r: r.score)
+        shown = f" (the lowest {min(10, len(judged))}; every call in report.html)" if len(judged) > 10 else ""
+        lines.append(f"QA: {len(judged)} calls, mean score {sum(r.score for r in judged) / len(judged):.1f}{shown}")
         for r in scores[:10]:
             rules = ", ".join(sorted({f.rule_id for f in r.findings})) or "clean"
             lines.append(f"  {r.score:5.1f}  {r.call_id}  {rules}")
     if silent:  # transcribed, but the engine heard no speech: silence, tones, or a dead channel
         lines.append(f"no speech found in {len(silent)} call(s): {', '.join(silent[:20])}"
                      + (f" and {len(silent) - 20} more" if len(silent) > 20 else ""))
+    if foreign:  # transcribed in its own language; no rule pack is written for it
+        lines.append(f"unsupported_language: {len(foreign)} call(s) not judged by QA (transcribed as spoken):")
+        lines += [f"  {call_id}: {language} (probability {p:.2f})" for call_id, language, p in foreign[:20]]
+        lines += [f"  and {len(foreign) - 20} more"] if len(foreign) > 20 else []
     lines += [f"repaired {line}" for line in summary.repaired]
     if dead:
         lines.append("not processed:")
@@ -221,16 +226,20 @@ def letter_file(letter: DeadLetter) -> str | None:
     return letter.original_key
 
 
-def transcribed_index(out: Path) -> tuple[set[str | None], list[str]]:
-    """The object keys and call ids transcribed in ``out``, and the calls in which no speech was found."""
+def transcribed_index(out: Path) -> tuple[set[str | None], list[str], list[tuple[str, str, float]]]:
+    """The object keys and call ids transcribed in ``out``, the calls in which no speech was found,
+    and the calls in a language outside the configured set (call id, language, probability)."""
     done: set[str | None] = set()
     silent: list[str] = []
+    foreign: list[tuple[str, str, float]] = []
     for line in _lines(out / TRANSCRIPTS):
         t = decode(line, Transcript)
         done |= {t.object.key, t.call_id}  # routing letters carry the object key, ASR letters the call id
         if not t.segments:
             silent.append(t.call_id)
-    return done, silent
+        if t.unsupported_language is not None:
+            foreign.append((t.call_id, t.unsupported_language.language, t.unsupported_language.probability))
+    return done, silent, foreign
 
 
 def open_letters(out: Path, failed_now: set[tuple[str | None, str]], done: set[str | None] | None = None,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pipeline.asr import CallAudio, CallTranscript
-from pipeline.events import ModelInfo, RoutedCall, Segment, Transcript
+from pipeline.events import ModelInfo, RoutedCall, Segment, Transcript, UnsupportedLanguage
 
 
 def roles_by_channel(call: RoutedCall) -> dict[int, str]:
@@ -32,6 +32,23 @@ def to_transcript(
         replay_id=replay_id or call.replay_id,
         timings={k: round(v, 4) for k, v in {**result.timings, **(extra_timings or {})}.items()},
         metadata=call.metadata,
+        language_probabilities={str(ch): p for ch, p in result.language_probs.items()},
+        unsupported_language=unsupported_language(result),
+    )
+
+
+def unsupported_language(result: CallTranscript) -> UnsupportedLanguage | None:
+    """The language outside the engine's set that most of the call's flagged speech is in."""
+    if not result.unsupported:
+        return None
+    seconds: dict[str, float] = {}
+    for s in result.segments:
+        if result.unsupported.get(s.channel) == s.language:
+            seconds[s.language] = seconds.get(s.language, 0.0) + s.end_s - s.start_s
+    language = max(seconds, key=seconds.__getitem__) if seconds else next(iter(result.unsupported.values()))
+    channels = sorted(ch for ch, lang in result.unsupported.items() if lang == language)
+    return UnsupportedLanguage(
+        language=language, probability=min(result.language_probs[ch] for ch in channels), channels=channels
     )
 
 

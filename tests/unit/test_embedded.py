@@ -170,10 +170,10 @@ def test_callqa_run_exits_non_zero_when_an_input_was_dead_lettered(tmp_path: Pat
     assert subprocess.run([*args, "--allow-dead-letters"], cwd=root, capture_output=True, timeout=300).returncode == 0
 
 
-def _transcript_line(key: str, call_id: str) -> bytes:
+def _transcript_line(key: str, call_id: str, **extra: object) -> bytes:
     return orjson.dumps({"schema_version": "1.1", "call_id": call_id, "object": {"bucket": "file", "key": key},
                          "duration_s": 1.0, "channels": 1, "languages": {}, "segments": [],
-                         "model": {"name": "m", "version": "1"}, "timings": {}}) + b"\n"
+                         "model": {"name": "m", "version": "1"}, "timings": {}, **extra}) + b"\n"
 
 
 def _letter_line(key: str, reason: str, stage: str = "router") -> bytes:
@@ -223,13 +223,28 @@ def test_the_summary_names_calls_without_speech_and_says_the_list_is_the_lowest_
     from pipeline.run.embedded import RunSummary, render_summary, transcribed_index
 
     (tmp_path / TRANSCRIPTS).write_bytes(_transcript_line("/in/quiet.wav", "quiet"))
-    done, silent = transcribed_index(tmp_path)
+    done, silent, _ = transcribed_index(tmp_path)
     assert done == {"/in/quiet.wav", "quiet"} and silent == ["quiet"]
     results = [CallQAResult(f"c{i}", None, 50.0 + i, (), (), ()) for i in range(12)]
     text = render_summary(RunSummary(calls=12), results, [], silent)
     assert "QA: 12 calls, mean score 55.5 (the lowest 10; every call in report.html)" in text
     assert "no speech found in 1 call(s): quiet\n" in text
     assert "(the lowest" not in render_summary(RunSummary(), results[:3], [])
+
+
+def test_the_summary_names_calls_in_an_unsupported_language_and_leaves_them_out_of_the_mean(tmp_path: Path) -> None:
+    from pipeline.qa import CallQAResult
+    from pipeline.run.embedded import RunSummary, render_summary, transcribed_index
+
+    note = {"language": "fr", "probability": 0.97, "channels": [0]}
+    (tmp_path / TRANSCRIPTS).write_bytes(_transcript_line("/in/fr.wav", "fr", schema_version="1.2",
+                                                          unsupported_language=note))
+    _, _, foreign = transcribed_index(tmp_path)
+    assert foreign == [("fr", "fr", 0.97)]
+    results = [CallQAResult("en", None, 80.0, (), (), ()), CallQAResult("fr", None, 0.0, (), (), (), judged=False)]
+    text = render_summary(RunSummary(calls=2), results, [], (), foreign)
+    assert "QA: 1 calls, mean score 80.0" in text
+    assert "unsupported_language: 1 call(s) not judged by QA (transcribed as spoken):\n  fr: fr (probability 0.97)" in text
 
 
 @pytest.mark.model  # the CLI loads the engine in its own process

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import io
+import subprocess
+from collections import Counter
 
 import jiwer
 import numpy as np
 import pytest
 import soundfile as sf
+import soxr
 
 from pipeline.asr import AudioDecodeError, CallAudio, load_call_audio
 from pipeline.asr.text import normalize_en, normalize_zh
@@ -166,3 +169,66 @@ def test_a_quiet_recording_is_transcribed_like_a_normal_one(engine):
     assert [s.role for s in result.segments] == ["agent", "customer", "agent", "customer"]
     refs = [normalize_en(text) for _, _, text in TURNS]
     assert jiwer.wer(refs, [normalize_en(s.text) for s in result.segments]) <= 0.25
+
+
+def _sox_speed(samples: np.ndarray, rate: int, factor: float) -> np.ndarray:
+    """sox ``speed``: slower and lower at once, as a slowed second voice on a trunk sounds."""
+    buf = io.BytesIO()
+    sf.write(buf, samples, rate, format="WAV", subtype="FLOAT")
+    out = subprocess.run(["sox", "-t", "wav", "-", "-t", "wav", "-", "speed", str(factor)],
+                         input=buf.getvalue(), capture_output=True, check=True).stdout
+    slowed, native = sf.read(io.BytesIO(out), dtype="float32")
+    return soxr.resample(slowed, native, rate).astype(np.float32)
+
+
+def _mono_mix(turns: list[tuple[str, np.ndarray]], rate: int, gap_s: float) -> tuple[CallAudio, list[tuple[float, float]]]:
+    parts, spans, t = [], [], 0.0
+    for _, samples in turns:
+        spans.append((t, t + samples.size / rate))
+        parts += [samples, np.zeros(int(gap_s * rate), np.float32)]
+        t += samples.size / rate + gap_s
+    return CallAudio(samples=np.concatenate(parts)[None, :], sample_rate=rate, roles=("mixed",), call_id="mono"), spans
+
+
+@pytest.mark.parametrize("language", ["zh", "en"])
+def test_a_slowed_lower_second_voice_on_a_mono_mix_keeps_every_turn(engine, zh_clips, language):
+    """Whisper follows the voice a window opens with and steps over a second, slower and quieter
+    one (it timed the next turn straight after the first): every turn of both parties must come out."""
+    rate = 16_000
+    if language == "zh":
+        texts = [(c.text, c.samples) for c in zh_clips[12:20]]
+    else:
+        texts = [(t, speak(t, rate, "en-gb" if i % 2 else "en-us")) for i, t in enumerate(
+            ("Thank you for calling the billing line, how can I help?", "I was charged twice for the same order.",
+             "Let me check the payments on your account.", "It was last Tuesday, around lunch time.",
+             "I can see both charges, I will refund one now.", "Thank you, how long will that take?"))]
+    turns = [(text, samples if i % 2 == 0 else _sox_speed(samples, rate, 0.82) * 10 ** (-4 / 20))
+             for i, (text, samples) in enumerate(texts)]
+    call, spans = _mono_mix(turns, rate, gap_s=0.7)
+    result = engine.transcribe(call)
+    units = (lambda t: list(normalize_zh(t).replace(" ", ""))) if language == "zh" else (
+        lambda t: normalize_en(t).split())
+    for (text, _), (start_s, end_s) in zip(turns, spans):
+        # a segment may run across the short pause into the next turn: count the turn's words found
+        heard = Counter(u for s in result.segments if s.start_s < end_s and start_s < s.end_s for u in units(s.text))
+        said = Counter(units(text))
+        assert sum((said & heard).values()) >= 0.6 * sum(said.values()), (text, heard)
+
+
+def test_a_call_in_a_third_language_is_transcribed_as_spoken_and_flagged(engine):
+    """Told to choose between English and Mandarin, Whisper decoded a French call as English and
+    translated it: QA then judged words nobody said. Another language is transcribed in itself."""
+    rate = 16_000
+    speech = np.concatenate([speak("Buenos días, llamo porque mi paquete no llegó el viernes.", rate, "es"),
+                             np.zeros(rate, np.float32),
+                             speak("Quisiera saber dónde está y cuándo llega.", rate, "es")])
+    call = CallAudio(samples=speech[None, :], sample_rate=rate, roles=("mixed",), call_id="es-1")
+    result = engine.transcribe(call)
+    words = normalize_en(result.text).split()
+    assert result.languages == {0: "es"} and result.unsupported == {0: "es"}
+    assert result.language_probs[0] >= 0.5
+    assert "paquete" in words and "package" not in words, result.text
+    # the two candidate languages are never flagged
+    data, _ = stereo_call_wav()
+    english = engine.transcribe(load_call_audio(data, roles={0: "agent", 1: "customer"}))
+    assert english.unsupported == {} and set(english.languages.values()) == {"en"}

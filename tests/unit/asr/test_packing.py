@@ -11,6 +11,7 @@ from pipeline.asr.timing import (
     call_segments,
     compression_ratio,
     coverage,
+    skipped_pieces,
     timed_spans,
     window_texts,
 )
@@ -156,3 +157,23 @@ def test_windows_are_balanced_instead_of_leaving_a_short_stub():
     windows = pack_regions(spans, gap_s=0.3)
     assert [round(w.duration_s, 1) for w in windows] == [18.3, 13.3]
     assert [p.src_start for w in windows for p in w.pieces] == [int(a * S) for a in (0, 20, 40, 60)]
+
+
+def test_speech_a_decode_steps_over_is_found_and_laid_out_alone():
+    # three turns of one channel in one window; the model's spans skip the middle one (another
+    # voice on a mono mix) and time the third after it
+    [window] = pack_regions(regions((0, 4), (6, 9), (12, 16)), gap_s=0.3)
+    spans = spans_of((0, 4, "first turn", True), (7.6, 11.6, "third turn", True))
+    cover = coverage(spans, window, True, 2.4, 1.0)
+    assert cover == Coverage(2, None, (1,))
+    again = window.only(cover.skipped, 0.3)
+    assert [(p.src_start / 16_000, p.src_end / 16_000, p.dst_start) for p in again.pieces] == [(6.0, 9.0, 0)]
+    # covered turns, a span of punctuation only, and short blips are not reported
+    assert coverage(spans_of((0, 4, "a", True), (4.3, 7.3, "b", True), (7.6, 11.6, "c", True)),
+                    window, True, 2.4, 1.0).skipped == ()
+    assert skipped_pieces(spans_of((0, 4, "a", True), (4.3, 7.3, " . ", True)), window, 7.3) == (1,)
+    [blips] = pack_regions(regions((0, 4), (5, 5.3), (6, 10)), gap_s=0.3)
+    assert coverage(spans_of((0, 4, "a", True), (4.6, 8.6, "b", True)), blips, True, 2.4, 1.0).skipped == ()
+    # pieces after the resume point are decoded again with the rest, not twice
+    early = coverage(spans_of((0, 4, "first turn", True)), window, True, 2.4, 1.0)
+    assert early.resume_s == 4.0 and early.skipped == ()

@@ -277,7 +277,11 @@ def test_result_round_trips_through_json():
         "redacted_segments",
         "rule_packs",
         "no_speech",
+        "judged",
+        "unsupported_language",
     }
+    foreign = engine.evaluate(call(seg("agent", 0, 5, "Bonjour"), lang="fr"))
+    assert CallQAResult.from_dict(json.loads(json.dumps(foreign.to_dict()))) == foreign
 
 
 def test_call_text_from_any_transcript_like_object():
@@ -357,3 +361,26 @@ def test_a_rude_customer_on_a_mono_call_is_not_a_critical_finding_against_the_ag
     assert {f.rule_id for f in stereo.findings if f.rule_id.startswith("abuse.")} == {"abuse.agent"}
     with pytest.raises(Exception, match="unknown_speaker"):
         pack_of({"id": "x", "kind": "keyword", "phrases": ["a"], "unknown_speaker": "maybe"})
+
+
+def test_a_call_in_a_language_no_pack_is_written_for_is_not_judged():
+    from pipeline.events import ModelInfo, ObjectRef, Segment, Transcript, UnsupportedLanguage
+
+    segments = [Segment(role="agent", channel=0, start_s=0.0, end_s=3.0, text="Bonjour, je suis Marie."),
+                Segment(role="customer", channel=1, start_s=3.5, end_s=6.0, text="Ma carte 4532015112830366.")]
+    base = dict(call_id="fr-1", object=ObjectRef(bucket="b", key="fr-1.wav"), duration_s=6.0, channels=2,
+                segments=segments, model=ModelInfo(name="m", version="1"))
+    flagged = Transcript(**base, languages={"0": "fr", "1": "fr"},
+                         unsupported_language=UnsupportedLanguage(language="fr", probability=0.97, channels=[0, 1]))
+    from_elsewhere = Transcript(**base, languages={"0": "fr", "1": "fr"})  # another producer: no flag, a code
+    engine = QAEngine.from_paths()
+    for transcript in (flagged, from_elsewhere):
+        result = engine.evaluate(transcript)
+        assert not result.judged and result.findings == () and result.score == 0.0
+        assert result.unsupported_language is not None and result.unsupported_language.language == "fr"
+        assert "4532" not in " ".join(s.text for s in result.redacted_segments)  # still redacted
+    assert engine.evaluate(Transcript(**base, languages={"0": "en", "1": "en"})).judged
+    from pipeline.stages.qa import to_event
+
+    event = to_event(engine.evaluate(flagged))
+    assert event.judged is False and event.unsupported_language.probability == 0.97
