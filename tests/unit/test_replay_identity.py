@@ -22,21 +22,43 @@ def stage() -> QaStage:
 
 
 def transcript(text: str, replay_id: str | None) -> Transcript:
-    return Transcript(call_id="c1", object=ObjectRef(bucket="b", key="c1.wav"), duration_s=10.0, channels=1,
-                      model=ModelInfo(name="m", version="1"), replay_id=replay_id,
-                      segments=[Segment(role="agent", channel=0, start_s=0.0, end_s=4.0, text=text)])
+    return Transcript(
+        call_id="c1",
+        object=ObjectRef(bucket="b", key="c1.wav"),
+        duration_s=10.0,
+        channels=1,
+        model=ModelInfo(name="m", version="1"),
+        replay_id=replay_id,
+        segments=[Segment(role="agent", channel=0, start_s=0.0, end_s=4.0, text=text)],
+    )
 
 
 def routed(replay_id: str | None) -> RoutedCall:
-    return RoutedCall(call_id="c1", object=ObjectRef(bucket="b", key="c1.wav"), bucket="short", duration_s=10.0,
-                      sample_rate_hz=16000, channels=1, frames=160000, container="wav", codec="pcm_s16le",
-                      roles={"0": "agent"}, replay_id=replay_id)
+    return RoutedCall(
+        call_id="c1",
+        object=ObjectRef(bucket="b", key="c1.wav"),
+        bucket="short",
+        duration_s=10.0,
+        sample_rate_hz=16000,
+        channels=1,
+        frames=160000,
+        container="wav",
+        codec="pcm_s16le",
+        roles={"0": "agent"},
+        replay_id=replay_id,
+    )
 
 
 def asr_result() -> CallTranscript:
-    return CallTranscript(call_id="c1", segments=[AsrSegment(role="agent", channel=0, start_s=0.0, end_s=1.0,
-                                                             text="hello")],
-                          languages={0: "en"}, model_name="m", model_version="1", timings={}, duration_s=10.0)
+    return CallTranscript(
+        call_id="c1",
+        segments=[AsrSegment(role="agent", channel=0, start_s=0.0, end_s=1.0, text="hello")],
+        languages={0: "en"},
+        model_name="m",
+        model_version="1",
+        timings={},
+        duration_s=10.0,
+    )
 
 
 def result_key(stage: QaStage, t: Transcript, replay_id: str | None) -> tuple[str, str | None, float]:
