@@ -10,6 +10,7 @@ import pytest
 
 from pipeline.asr import CallTranscript
 from pipeline.asr.transcript import Segment as AsrSegment
+from pipeline.errors import ConfigError
 from pipeline.events import ModelInfo, ObjectRef, RoutedCall, Segment, Transcript, decode, encode
 from pipeline.qa import QAEngine
 from pipeline.stages.qa import Evaluated, QaStage
@@ -102,3 +103,19 @@ def test_a_1_1_transcript_without_a_lineage_keeps_its_id(stage: QaStage) -> None
     old = orjson.dumps({**fields, "schema_version": "1.1"})
     out = stage.evaluate_payload(old, b"c1", None, "qa-r3")
     assert isinstance(out, Evaluated) and out.result.replay_lineage == ["asr-r2", "qa-r3"]
+
+
+def test_a_worker_in_another_group_always_tags_its_transcripts() -> None:
+    from pipeline.config import Settings
+    from pipeline.lineage import check_replay_id
+    from pipeline.run.worker import AsrWorker, WorkerOptions
+
+    cfg = Settings(topic_prefix="p.")
+    assert WorkerOptions(bucket="short").replay_tag(cfg) is None  # the live group
+    assert WorkerOptions(bucket="short", group="p.asr-short").replay_tag(cfg) is None
+    assert WorkerOptions(bucket="short", group="asr-short-r2").replay_tag(cfg) == "asr-short-r2"
+    assert WorkerOptions(bucket="short", group="asr-short-r2", replay_id="r2").replay_tag(cfg) == "r2"
+    worker = AsrWorker(cfg, WorkerOptions(bucket="short", group="asr-short-r2"), engine=None, store=object())  # type: ignore[arg-type]
+    assert worker.stage.replay_id == "asr-short-r2"
+    with pytest.raises(ConfigError):
+        check_replay_id("a/b")
