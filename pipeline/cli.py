@@ -258,9 +258,9 @@ def worker_cmd(
     """Run one ASR worker: audio.bucket.<bucket> → asr.transcripts, exactly once."""
     import signal
 
+    from pipeline.lineage import check_replay_id
     from pipeline.ops.endpoint import start_endpoint
     from pipeline.ops.lag_kafka import StageSpec
-    from pipeline.lineage import check_replay_id
     from pipeline.run.worker import AsrWorker, WorkerOptions
 
     cfg = settings()
