@@ -251,12 +251,14 @@ def worker_cmd(
     max_audio_s: Annotated[float, typer.Option(help="Audio seconds per micro-batch.")] = 1800.0,
     memory_watermark_gb: Annotated[Optional[float], typer.Option(
         help="Stop prefetching while device memory is above this (GiB).")] = None,
-    group: Annotated[Optional[str], typer.Option(help="Consumer group (default asr-<bucket>; a new one replays).")] = None,
-    replay_id: Annotated[Optional[str], typer.Option(help="Tag every transcript with this replay id.")] = None,
+    group: Annotated[Optional[str], typer.Option(
+        help="Consumer group (default asr-<bucket>); another one replays, tagged with --replay-id or its name.")] = None,
+    replay_id: Annotated[Optional[str], typer.Option(help="Add this replay id to every transcript's lineage.")] = None,
 ) -> None:
     """Run one ASR worker: audio.bucket.<bucket> → asr.transcripts, exactly once."""
     import signal
 
+    from pipeline.lineage import check_replay_id
     from pipeline.ops.endpoint import start_endpoint
     from pipeline.ops.lag_kafka import StageSpec
     from pipeline.run.worker import AsrWorker, WorkerOptions
@@ -264,6 +266,8 @@ def worker_cmd(
     cfg = settings()
     if bucket not in cfg.bucket_names:
         raise typer.BadParameter(f"unknown bucket {bucket!r}; configured: {list(cfg.bucket_names)}")
+    if replay_id is not None:
+        check_replay_id(replay_id)
     engine = load_engine(cfg, device)
     opts = WorkerOptions(bucket=bucket, device=engine.device.kind, instance_id=instance_id,
                          window_ms=window_ms, max_calls=max_calls, max_audio_s=max_audio_s,
@@ -279,18 +283,25 @@ def worker_cmd(
 
 @app.command("qa")
 def qa_cmd(
-    app_id: Annotated[str, typer.Option("--app-id", "--group",
-                                        help="Faust app id = the consumer group (a new one replays).")] = "callqa-qa",
-    replay_id: Annotated[Optional[str], typer.Option(help="Tag every result with this replay id.")] = None,
+    app_id: Annotated[str, typer.Option("--app-id",
+                                        help="Faust app id = the live stage's consumer group.")] = "callqa-qa",
+    group: Annotated[Optional[str], typer.Option(
+        help="A replay group (instead of --app-id): its results are tagged with --replay-id, default the group.")] = None,
+    replay_id: Annotated[Optional[str], typer.Option(help="Add this replay id to every result's lineage.")] = None,
 ) -> None:
     """Run the QA stage: asr.transcripts → qa.findings (rule packs, PII redaction, scores)."""
     import faust
 
+    from pipeline.lineage import check_replay_id
     from pipeline.ops.endpoint import start_endpoint
     from pipeline.ops.lag_kafka import StageSpec
     from pipeline.run.qa import create_app
 
     cfg = settings()
+    if group is not None:  # a replay's output is always tagged: untagged it would pass for the live results
+        app_id, replay_id = group, replay_id or group
+    if replay_id is not None:
+        check_replay_id(replay_id)
     health = start_endpoint(cfg, "qa", [StageSpec("qa", app_id, cfg.topic("asr.transcripts"), False)])
     faust_app = create_app(cfg, app_id, health, replay_id)
     faust.Worker(faust_app, loglevel=cfg.log_level.upper(), quiet=True).execute_from_commandline()

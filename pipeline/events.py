@@ -18,9 +18,11 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, model_validator
 
 from pipeline.errors import DecodeError, SkipEvent
+from pipeline.lineage import lineage_of, replay_id_of
 
 # 1.1: optional replay_id (RoutedCall, Transcript, QAResult); Transcript.redacted + pii
-# 1.2: Transcript.language_probabilities + unsupported_language; QAResult.judged + unsupported_language
+# 1.2: replay_id is a lineage (each replaying stage adds its id, see pipeline.lineage); replay_lineage;
+#      Transcript.language_probabilities + unsupported_language; QAResult.judged + unsupported_language
 SCHEMA_VERSION = "1.2"
 SUPPORTED_MAJOR = 1
 
@@ -52,6 +54,21 @@ class Contract(BaseModel):
 
 class Event(Contract):
     schema_version: str = SCHEMA_VERSION
+
+
+class Replayed(Event):
+    """An output that replays can produce again: ``replay_id`` is ``replay_lineage`` joined by ``/``.
+    A 1.1 event carries only ``replay_id``; its lineage is read from it."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _lineage(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            if data.get("replay_lineage") is None and data.get("replay_id"):
+                return {**data, "replay_lineage": lineage_of(data["replay_id"])}
+            if data.get("replay_lineage") and data.get("replay_id") is None:
+                return {**data, "replay_id": replay_id_of(list(data["replay_lineage"]))}
+        return data
 
 
 class ObjectRef(Contract):
@@ -140,7 +157,7 @@ class UnsupportedLanguage(Contract):
     channels: list[int] = Field(description="the channels spoken in it")
 
 
-class Transcript(Event):
+class Transcript(Replayed):
     """The transcript of one call, per channel and role, in call time."""
 
     call_id: str
@@ -151,7 +168,10 @@ class Transcript(Event):
     languages: dict[str, str] = Field(default_factory=dict, description="channel index -> language")
     segments: list[Segment]
     model: ModelInfo
-    replay_id: str | None = Field(default=None, description="set on output of a replay; None for the first run")
+    replay_id: str | None = Field(default=None, description="the replay lineage joined by '/'; None for the first run")
+    replay_lineage: list[str] = Field(default_factory=list,
+                                      description="since 1.2: replay ids from the first stage on (router generation, "
+                                                  "ASR replay); empty for the first run")
     timings: dict[str, float] = Field(default_factory=dict, description="stage -> seconds")
     metadata: dict[str, str] = Field(default_factory=dict)
     produced_at: datetime = Field(default_factory=utc_now)
@@ -178,7 +198,7 @@ class QAFinding(Contract):
     confidence: float | None = Field(default=None, ge=0, le=1)
 
 
-class QAResult(Event):
+class QAResult(Replayed):
     """The value on qa.findings: every finding of one call, its score and the redacted transcript."""
 
     call_id: str
@@ -188,7 +208,10 @@ class QAResult(Event):
     pii: list[PIISpan] = Field(default_factory=list)
     redacted_segments: list[Segment] = Field(default_factory=list)
     rule_packs: list[str] = Field(default_factory=list)
-    replay_id: str | None = Field(default=None, description="the QA replay's id, else the transcript's")
+    replay_id: str | None = Field(default=None, description="the transcript's replay_id plus the QA replay's id, "
+                                                            "joined by '/'; None for the first run")
+    replay_lineage: list[str] = Field(default_factory=list,
+                                      description="since 1.2: the transcript's lineage plus the QA replay's id")
     no_speech: bool = False  # nothing was said in the call: it may not have connected
     # Since 1.2: False when no rule could judge the call (its language is outside the rule packs');
     # its score is then 0, so that a reader of 1.1 sends it to a person rather than counting it good.

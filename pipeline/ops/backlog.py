@@ -45,13 +45,16 @@ class PartitionBacklog:
     audio_s: float | None  # None: not known for this topic
     consumed_audio_s: float | None  # cumulative audio the group has consumed here (for throughput)
     exact: bool  # messages from stamps (True) or from offsets (False)
+    # When (epoch s) an open transaction began holding back the last stable offset; None: none open.
+    held_since: float | None = None
 
 
 def partition_backlog(stage: str, group: str, pos: PartitionPosition, at_start: Stamp | None,
-                      before_end: Stamp | None, stamped: bool = True) -> PartitionBacklog:
+                      before_end: Stamp | None, stamped: bool = True,
+                      held_since: float | None = None) -> PartitionBacklog:
     """``stamped``: the topic carries progress stamps (audio is known); else messages only."""
     common = dict(stage=stage, group=group, topic=pos.topic, partition=pos.partition,
-                  committed=pos.committed, end=pos.end)
+                  committed=pos.committed, end=pos.end, held_since=held_since)
     if pos.offsets_behind == 0:
         consumed = before_end.cum_audio_s if before_end else (0.0 if pos.end == 0 else None)
         return PartitionBacklog(**common, messages=0, audio_s=0.0 if stamped else None,

@@ -35,6 +35,10 @@ def lag(
     qa_group: Annotated[str, typer.Option(help="The QA stage's consumer group (its app id).")] = "callqa-qa",
     bucket: Annotated[Optional[list[str]], typer.Option(help="Only these buckets (repeatable).")] = None,
     partitions: Annotated[bool, typer.Option(help="Show partition rows.")] = True,
+    group: Annotated[Optional[list[str]], typer.Option(
+        help="Also show this group (a replay): STAGE=GROUP, or GROUP to find its stage (repeatable).")] = None,
+    transaction_timeout_s: Annotated[float, typer.Option(
+        help="A transaction holding back a partition longer than this is a stall.")] = 300.0,
 ) -> None:
     """Backlog per stage and partition: messages and audio seconds behind, throughput, ETA vs the window."""
     from rich.console import Console
@@ -43,13 +47,20 @@ def lag(
     from pipeline.ops import lag_view
     from pipeline.ops.lag import record_samples, summarize
     from pipeline.ops.lag import window_end as next_end
-    from pipeline.ops.lag_kafka import OffsetsReader, stage_specs
+    from pipeline.errors import StackError
+    from pipeline.ops.lag_kafka import OffsetsReader, group_specs, stage_specs
 
     cfg = _settings()
     specs = stage_specs(cfg, router_group, qa_group, bucket)
     history = cfg.state_dir / "ops" / "lag-samples.json"
     tracker = lag_view.load_tracker(history, rate_window_s)
     reader = OffsetsReader(cfg)
+    try:
+        specs += group_specs(reader, specs, group or [])
+    except StackError as exc:
+        reader.close()
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(1) from exc
 
     def measure() -> tuple[list, list, datetime, Any, float]:
         started = time.perf_counter()
@@ -58,7 +69,7 @@ def lag(
         record_samples(tracker, rows, time.time())
         now = datetime.now().astimezone()
         end = next_end(window_end, now) if window_end else None
-        return rows, summarize(rows, tracker, now, end), now, end, took
+        return rows, summarize(rows, tracker, now, end, transaction_timeout_s), now, end, took
 
     try:
         rows, summaries, now, end, took = measure()

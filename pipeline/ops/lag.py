@@ -4,6 +4,11 @@ Throughput is measured, never assumed: the cumulative audio seconds a group has 
 (from the progress stamp at its committed offset) is sampled over time, and the rate is the
 change over the last ``window_s`` seconds. Stages without stamps get a message rate from
 their committed offsets instead.
+
+A group at the last stable offset is not necessarily done: a transaction left open (a hung
+producer, a hanging transaction the broker failed to abort) holds that offset back, and the
+records behind it stay invisible to read-committed consumers. Held longer than the longest
+transaction timeout of the stages, that is ``stalled``.
 """
 
 from __future__ import annotations
@@ -52,8 +57,11 @@ class Verdict:
     status: Status
     eta_s: float | None  # seconds to drain at the measured rate
     margin_s: float | None  # window end minus the finish time; negative: late by that much
+    held_s: float | None = None  # stalled by a transaction open this long
 
     def text(self) -> str:
+        if self.status == "stalled" and self.held_s is not None:
+            return f"stalled: transaction open {_duration(self.held_s)}"
         if self.status == "at risk" and self.margin_s is not None:
             return f"at risk: {_duration(-self.margin_s)} late"
         if self.status == "on track" and self.margin_s is not None:
@@ -110,8 +118,13 @@ def record_samples(tracker: RateTracker, rows: Iterable[PartitionBacklog], t: fl
             tracker.add(sample_key(row) + "|offset", t, float(row.committed))
 
 
+def held_s(row: PartitionBacklog, now: datetime) -> float | None:
+    """How long an open transaction has held back the partition's last stable offset."""
+    return None if row.held_since is None else max(0.0, now.timestamp() - row.held_since)
+
+
 def summarize(rows: list[PartitionBacklog], tracker: RateTracker, now: datetime,
-              end: datetime | None) -> list[GroupSummary]:
+              end: datetime | None, transaction_timeout_s: float = 300.0) -> list[GroupSummary]:
     """One line per (stage, group): totals, the group's measured rate, its ETA and verdict."""
     groups: dict[tuple[str, str], list[PartitionBacklog]] = {}
     for row in rows:
@@ -125,8 +138,10 @@ def summarize(rows: list[PartitionBacklog], tracker: RateTracker, now: datetime,
         rates = [tracker.rate(sample_key(p) + suffix) for p in parts]
         known = [r for r in rates if r is not None]
         rate = sum(known) if known else None
-        out.append(GroupSummary(stage, group, messages, audio_s, rate, unit,
-                                verdict(float(behind or 0), rate, now, end)))
+        held = max((h for p in parts if (h := held_s(p, now)) is not None), default=None)
+        judged = (Verdict("stalled", None, None, held) if held is not None and held > transaction_timeout_s
+                  else verdict(float(behind or 0), rate, now, end))
+        out.append(GroupSummary(stage, group, messages, audio_s, rate, unit, judged))
     return out
 
 

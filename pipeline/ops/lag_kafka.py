@@ -51,11 +51,33 @@ def stage_specs(settings: Settings, router_group: str, qa_group: str,
     return specs
 
 
+def group_specs(reader: "OffsetsReader", specs: list[StageSpec], asked: Sequence[str]) -> list[StageSpec]:
+    """Specs for groups named on the command line: ``STAGE=GROUP`` (a stage of ``specs``, e.g.
+    ``asr-short=asr-short-r2``), or a bare ``GROUP``: every stage whose input it has offsets on."""
+    out = []
+    for value in asked:
+        stage, _, group = value.rpartition("=")
+        if stage:
+            base = next((s for s in specs if s.stage == stage), None)
+            if base is None:
+                raise StackError(f"--group {value}: no stage {stage!r} (stages: {[s.stage for s in specs]})")
+            out.append(StageSpec(stage, group, base.topic, base.stamped))
+            continue
+        found = [StageSpec(s.stage, group, s.topic, s.stamped) for s in specs
+                 if any(o is not None for o in reader.committed(group, [(s.topic, p) for p in reader.partitions(s.topic)]).values())]
+        if not found:
+            raise StackError(f"group {group} has no committed offsets on any stage's input; "
+                             "name its stage: --group STAGE=GROUP")
+        out.extend(found)
+    return [s for s in out if s not in specs]
+
+
 class OffsetsReader:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.admin = admin_client(settings)
         self._group_consumers: dict[str, Consumer] = {}
+        self._uncommitted: Consumer | None = None
         self.consumer = Consumer({
             **settings.kafka_common(), "group.id": f"callqa-ops-{uuid.uuid4().hex[:8]}",
             "enable.auto.commit": False, "isolation.level": "read_committed", "enable.partition.eof": True,
@@ -64,6 +86,8 @@ class OffsetsReader:
 
     def close(self) -> None:
         self.consumer.close()
+        if self._uncommitted is not None:
+            self._uncommitted.close()
         for consumer in self._group_consumers.values():
             consumer.close()
 
@@ -87,6 +111,34 @@ class OffsetsReader:
             for tp, future in futures.items():
                 out[(tp.topic, tp.partition)][index] = future.result(timeout=TIMEOUT_S).offset
         return {tp: (low, end) for tp, (low, end) in out.items()}
+
+    def open_transactions(self, stable: dict[TP, int], timeout_s: float = 10.0) -> dict[TP, float]:
+        """When (epoch s) the open transaction holding back each partition's last stable offset
+        wrote its first record there: the record at that offset, read uncommitted. Partitions
+        whose high watermark is the last stable offset have none and are left out."""
+        if not stable:
+            return {}
+        futures = self.admin.list_offsets({TopicPartition(t, p): OffsetSpec.latest() for t, p in stable},
+                                          isolation_level=IsolationLevel.READ_UNCOMMITTED, request_timeout=TIMEOUT_S)
+        held = {(tp.topic, tp.partition) for tp, f in futures.items()
+                if f.result(timeout=TIMEOUT_S).offset > stable[(tp.topic, tp.partition)]}
+        if not held:
+            return {}
+        if self._uncommitted is None:
+            self._uncommitted = Consumer({**self.settings.kafka_common(), "group.id": f"callqa-ops-{uuid.uuid4().hex[:8]}",
+                                          "enable.auto.commit": False, "isolation.level": "read_uncommitted"})
+        self._uncommitted.assign([TopicPartition(t, p, stable[(t, p)]) for t, p in held])
+        found: dict[TP, float] = {}
+        deadline = time.monotonic() + timeout_s
+        try:
+            while len(found) < len(held) and time.monotonic() < deadline:
+                for msg in self._uncommitted.consume(100, timeout=0.2):
+                    tp = (msg.topic(), msg.partition())
+                    if not msg.error() and tp in held and tp not in found:
+                        found[tp] = msg.timestamp()[1] / 1000
+        finally:
+            self._uncommitted.unassign()
+        return found
 
     def committed(self, group: str, tps: list[TP]) -> dict[TP, int | None]:
         # A consumer carrying the group's id reads its offsets without joining it. (The admin
@@ -168,6 +220,7 @@ class OffsetsReader:
         at_start, drained = self._read({(p.topic, p.partition): p.start for p in stamped},
                               {(p.topic, p.partition): p.end for p in stamped}, first=True)
         before_end = self.last_stamps({(p.topic, p.partition): (p.low, p.end) for p in stamped})
+        opened = self.open_transactions({tp: end for tp, (_, end) in marks.items()})
         rows = []
         for spec, ps in positions.items():
             for pos in ps:
@@ -175,7 +228,8 @@ class OffsetsReader:
                 if tp in (drained if spec.stamped else plain_drained):  # only transaction markers after the committed offset
                     pos = PartitionPosition(pos.topic, pos.partition, pos.end, pos.low, pos.end)
                 rows.append(partition_backlog(spec.stage, spec.group, pos, at_start.get(tp) if spec.stamped else None,
-                                              before_end.get(tp) if spec.stamped else None, spec.stamped))
+                                              before_end.get(tp) if spec.stamped else None, spec.stamped,
+                                              held_since=opened.get(tp)))
         return rows
 
 

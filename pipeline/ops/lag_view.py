@@ -11,7 +11,7 @@ from typing import Any
 from rich.table import Table
 
 from pipeline.ops.backlog import PartitionBacklog
-from pipeline.ops.lag import GroupSummary, RateTracker, sample_key
+from pipeline.ops.lag import GroupSummary, RateTracker, held_s, sample_key
 
 
 def load_tracker(path: Path, window_s: float) -> RateTracker:
@@ -40,14 +40,15 @@ def as_json(rows: list[PartitionBacklog], summaries: list[GroupSummary], tracker
             now: datetime, end: datetime | None, took_s: float) -> dict[str, Any]:
     def partition(row: PartitionBacklog) -> dict[str, Any]:
         suffix = "|audio" if row.audio_s is not None else "|offset"
-        return {**asdict(row), "rate": tracker.rate(sample_key(row) + suffix)}
+        return {**asdict(row), "rate": tracker.rate(sample_key(row) + suffix), "held_s": held_s(row, now)}
 
     return {
         "now": now.isoformat(timespec="seconds"), "window_end": end.isoformat() if end else None,
         "took_s": round(took_s, 3),
         "stages": [{"stage": s.stage, "group": s.group, "messages": s.messages, "audio_s": s.audio_s,
                     "rate": s.rate, "rate_unit": s.rate_unit, "eta_s": s.verdict.eta_s,
-                    "margin_s": s.verdict.margin_s, "status": s.verdict.status, "verdict": s.verdict.text()}
+                    "margin_s": s.verdict.margin_s, "held_s": s.verdict.held_s, "status": s.verdict.status,
+                    "verdict": s.verdict.text()}
                    for s in summaries],
         "partitions": [partition(r) for r in rows],
     }
@@ -69,7 +70,8 @@ def table(rows: list[PartitionBacklog], summaries: list[GroupSummary], tracker: 
         if not partitions:
             continue
         for r in rows:
-            if (r.stage, r.group) != (s.stage, s.group) or (r.messages == 0 and s.messages == 0):
+            if (r.stage, r.group) != (s.stage, s.group) or (r.messages == 0 and s.messages == 0
+                                                              and r.held_since is None):
                 continue
             suffix = "|audio" if r.audio_s is not None else "|offset"
             rate_p = tracker.rate(sample_key(r) + suffix)

@@ -85,7 +85,10 @@ def new_group(
     from pipeline.ops.replay import describe_move, plan_moves
     from pipeline.ops.replay_kafka import commit_offsets, partitions_of, positions
 
+    from pipeline.lineage import check_replay_id
+
     cfg = _settings()
+    check_replay_id(replay_id or group)
     topic = _topic(cfg, bucket, False, transcripts)
     everything = partitions_of(cfg, topic)
     chosen = partitions_of(cfg, topic, partition)
@@ -110,6 +113,7 @@ def reroute_cmd(
     start: FromOpt = None,
     until: Annotated[Optional[str], typer.Option("--to", help="End time, exclusive (default: now).")] = None,
     partition: PartitionOpt = None, execute: ExecuteOpt = False,
+    time_limit_s: Annotated[float, typer.Option(min=0, help="Stop re-sending after this many seconds.")] = 300.0,
 ) -> None:
     """Send arrivals in a time range to the router again, past its de-dup markers (dry run unless --execute)."""
     from pipeline.ops.cli import _settings
@@ -127,5 +131,11 @@ def reroute_cmd(
     if not execute:
         typer.echo(f"dry run: up to {total} arrival(s) would be re-routed as generation {generation}; add --execute")
         return
-    sent = reroute(cfg, tps, first, last, generation)
-    typer.echo(f"re-routed {sent} arrival(s) as generation {generation} (replay id gen{generation})")
+    done = reroute(cfg, tps, first, last, generation, time_limit_s)
+    if done.left:
+        where = ", ".join(f"{t}[{p}] from offset {nxt}" for (t, p), (nxt, _) in done.left.items())
+        typer.echo(f"time limit ({time_limit_s:g} s): re-routed {done.sent} arrival(s) as generation {generation}, "
+                   f"up to {done.left_count} left ({where}); run the same command again: the router skips "
+                   "those already re-routed in this generation", err=True)
+        raise typer.Exit(1)
+    typer.echo(f"re-routed {done.sent} arrival(s) as generation {generation} (replay id gen{generation})")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -78,13 +79,27 @@ def commit_offsets(settings: Settings, group: str, moves: list[OffsetMove]) -> N
         consumer.close()
 
 
-def reroute(settings: Settings, tps: list[TP], start: dict[TP, int], stop: dict[TP, int], generation: int) -> int:
-    """Send the arrivals in [start, stop) again, to the same partition, tagged with the generation."""
+@dataclass(frozen=True)
+class Rerouted:
+    sent: int
+    left: dict[TP, tuple[int, int]]  # not reached before the time limit: (next offset, stop) per partition
+
+    @property
+    def left_count(self) -> int:
+        """Offsets not reached (records, and any transaction markers among them)."""
+        return sum(stop - nxt for nxt, stop in self.left.values())
+
+
+def reroute(settings: Settings, tps: list[TP], start: dict[TP, int], stop: dict[TP, int], generation: int,
+            time_limit_s: float = 300.0) -> Rerouted:
+    """Send the arrivals in [start, stop) again, to the same partition, tagged with the generation,
+    for at most ``time_limit_s``; what it did not reach is reported, not passed over."""
     consumer = _consumer(settings)
     producer = Producer({**settings.kafka_common(), "enable.idempotence": True})
     todo = {tp for tp in tps if start[tp] < stop[tp]}
     consumer.assign([TopicPartition(t, p, start[(t, p)]) for t, p in todo])
-    sent, deadline = 0, time.monotonic() + 300
+    following = {tp: start[tp] for tp in todo}  # the next offset to re-send
+    sent, deadline = 0, time.monotonic() + time_limit_s
     try:
         while todo and time.monotonic() < deadline:
             msg = consumer.poll(0.5)
@@ -98,6 +113,7 @@ def reroute(settings: Settings, tps: list[TP], start: dict[TP, int], stop: dict[
             if tp not in todo or msg.offset() >= stop[tp]:
                 todo.discard(tp)
                 continue
+            following[tp] = msg.offset() + 1
             headers = [(k, v) for k, v in (msg.headers() or []) if k != REPLAY_GENERATION]
             producer.produce(msg.topic(), msg.value(), msg.key(), partition=msg.partition(),
                              headers=[*headers, (REPLAY_GENERATION, str(generation).encode())])
@@ -105,6 +121,6 @@ def reroute(settings: Settings, tps: list[TP], start: dict[TP, int], stop: dict[
             producer.poll(0)
         if producer.flush(60):
             raise StackError("re-routed arrivals were not all delivered")
-        return sent
+        return Rerouted(sent, {tp: (following[tp], stop[tp]) for tp in sorted(todo)})
     finally:
         consumer.close()

@@ -74,6 +74,13 @@ class WorkerOptions:
     def group_id(self, settings: Settings) -> str:
         return self.group or settings.topic(f"asr-{self.bucket}")
 
+    def replay_tag(self, settings: Settings) -> str | None:
+        """A group other than the live one replays: its output is always tagged (by default with
+        the group's name), never passed off as the live group's with ``replay_id = null``."""
+        if self.replay_id or self.group_id(settings) == settings.topic(f"asr-{self.bucket}"):
+            return self.replay_id
+        return self.group
+
     def input_topic(self, settings: Settings) -> str:
         return settings.topic(f"audio.bucket.{self.bucket}")
 
@@ -103,7 +110,7 @@ class AsrWorker:
         # storage retries end early when the worker stops (the batch is then not committed)
         store = store or retrying_store(settings, interruptible_sleep(self.stopping))
         self.fetcher = Fetcher(store, opts.fetch_threads)
-        self.stage = AsrStage(self.fetcher, engine, replay_id=opts.replay_id)
+        self.stage = AsrStage(self.fetcher, engine, replay_id=opts.replay_tag(settings))
         self.compute = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine")
         self.prepare_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prepare")
         self.metrics = WorkerMetrics(opts.bucket)

@@ -19,6 +19,7 @@ from pipeline.events import (
     Transcript,
     decode,
 )
+from pipeline.lineage import extended, replay_id_of
 from pipeline.qa import CallQAResult, CallTextError, QAEngine
 from pipeline.stages.outcomes import Dead
 
@@ -50,8 +51,8 @@ class QaStage:
         source: SourcePosition | None = None,
         replay_id: str | None = None,
     ) -> QaOutcome:
-        """Decode a transcript event and evaluate it. ``replay_id`` tags the result (a QA replay);
-        without it the result carries the transcript's own replay id."""
+        """Decode a transcript event and evaluate it. ``replay_id`` (a QA replay) is added to the
+        transcript's own lineage (see :mod:`pipeline.lineage`), never put in its place."""
         try:
             transcript = decode(payload, Transcript)
         except DecodeError as exc:
@@ -70,7 +71,8 @@ class QaStage:
         try:
             event = to_event(self.engine.evaluate(transcript))
             # a redacted transcript's masked numbers count too (the engine reads its pii spans)
-            return Evaluated(event.model_copy(update={"replay_id": replay_id or transcript.replay_id}))
+            lineage = extended(transcript.replay_lineage, replay_id)
+            return Evaluated(event.model_copy(update={"replay_id": replay_id_of(lineage), "replay_lineage": lineage}))
         except CallTextError as exc:
             return _dead("malformed_transcript", str(exc), payload, key, source)
         except Exception as exc:  # noqa: BLE001 - a bug or text the engine cannot handle: this call only

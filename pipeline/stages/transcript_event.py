@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pipeline.asr import CallAudio, CallTranscript
 from pipeline.events import ModelInfo, RoutedCall, Segment, Transcript, UnsupportedLanguage
+from pipeline.lineage import extended, lineage_of, replay_id_of
 
 
 def roles_by_channel(call: RoutedCall) -> dict[int, str]:
@@ -16,7 +17,9 @@ def to_transcript(
     extra_timings: dict[str, float] | None = None,
     replay_id: str | None = None,
 ) -> Transcript:
-    """``replay_id``: the replay this run belongs to (a worker's ``--replay-id``), else the routed call's own."""
+    """``replay_id``: the replay this run belongs to (a worker's ``--replay-id``), added to the routed
+    call's own (a router generation): an ASR replay of a rerouted call is ``gen2/<replay_id>``."""
+    lineage = extended(lineage_of(call.replay_id), replay_id)
     return Transcript(
         call_id=call.call_id,
         object=call.object,
@@ -29,7 +32,8 @@ def to_transcript(
             for s in result.segments
         ],
         model=ModelInfo(name=result.model_name, version=result.model_version),
-        replay_id=replay_id or call.replay_id,
+        replay_id=replay_id_of(lineage),
+        replay_lineage=lineage,
         timings={k: round(v, 4) for k, v in {**result.timings, **(extra_timings or {})}.items()},
         metadata=call.metadata,
         language_probabilities={str(ch): p for ch, p in result.language_probs.items()},
