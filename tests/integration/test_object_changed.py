@@ -35,13 +35,19 @@ pytestmark = pytest.mark.integration
 @pytest.fixture
 def unversioned(stack_settings: Settings, unique: str) -> Settings:
     """A private recordings bucket without versioning (MinIO publishes its puts) and topics."""
-    cfg = stack_settings.model_copy(update={
-        "recordings_bucket": f"plain-{unique}", "topic_prefix": f"t{unique}.",
-        "arrivals_topic": stack_settings.topic("audio.arrivals")})
+    cfg = stack_settings.model_copy(
+        update={
+            "recordings_bucket": f"plain-{unique}",
+            "topic_prefix": f"t{unique}.",
+            "arrivals_topic": stack_settings.topic("audio.arrivals"),
+        }
+    )
     client = storage_client(cfg)
     client.make_bucket(cfg.recordings_bucket)
-    client.set_bucket_notification(cfg.recordings_bucket, NotificationConfig(
-        queue_config_list=[QueueConfig(queue=NOTIFY_ARN, events=["s3:ObjectCreated:*"])]))
+    client.set_bucket_notification(
+        cfg.recordings_bucket,
+        NotificationConfig(queue_config_list=[QueueConfig(queue=NOTIFY_ARN, events=["s3:ObjectCreated:*"])]),
+    )
     apply_catalog(cfg, load_catalog(cfg.bucket_names))
     return cfg
 
@@ -64,7 +70,8 @@ def routed(reader: TopicReader) -> list[RoutedCall]:
 
 
 def test_a_re_put_after_routing_is_dead_lettered_not_transcribed_under_the_old_identity(
-        unversioned: Settings, unique: str, tmp_path: Path) -> None:
+    unversioned: Settings, unique: str, tmp_path: Path
+) -> None:
     settings = unversioned
     first = write_call(tmp_path / "first", "pcm16k", *LINES[0])
     frames = sf.info(first).frames
@@ -83,8 +90,20 @@ def test_a_re_put_after_routing_is_dead_lettered_not_transcribed_under_the_old_i
         assert [c.object.etag for c in routed(reader)] == [old_etag, new_etag]
 
         # Only now does the worker fetch: the first routed call's object is no longer what was routed.
-        procs.append(spawn(settings, tmp_path / "worker.log", "worker", "--bucket", "short", "--device", "cpu",
-                           "--instance-id", f"w-{unique}", asr_threads="1"))
+        procs.append(
+            spawn(
+                settings,
+                tmp_path / "worker.log",
+                "worker",
+                "--bucket",
+                "short",
+                "--device",
+                "cpu",
+                "--instance-id",
+                f"w-{unique}",
+                asr_threads="1",
+            )
+        )
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline and len(transcripts(reader)) + len(letters(reader)) < 2:
             reader.poll(1.0)
@@ -92,7 +111,8 @@ def test_a_re_put_after_routing_is_dead_lettered_not_transcribed_under_the_old_i
 
         got = transcripts(reader)
         assert [(t.object.etag, similar(" ".join(LINES[3]), text(t))) for t in got] == [(new_etag, True)], [
-            (t.object.etag, text(t)) for t in got]
+            (t.object.etag, text(t)) for t in got
+        ]
         dead = letters(reader)
         assert [(d.stage, d.reason) for d in dead] == [("asr", "object_changed")], [d.message for d in dead]
         assert old_etag in dead[0].message
