@@ -232,6 +232,7 @@ ReasonCode = Literal[
     "zero_duration",
     "too_long",
     "fetch_failed",
+    "object_changed",
     "decode_failed",
     "asr_failed",
     "malformed_transcript",

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import faust
+from faust.sensors import Monitor
 from faust.transport.consumer import TopicPartitionGroup
+from faust.types import TP
 
 from pipeline.adapters.faust_auth import faust_ignored_keys, faust_security
 from pipeline.catalog import load_catalog
@@ -45,9 +49,45 @@ def create_faust_app(settings: Settings, app_id: str, topic_partitions: int | No
         # the catalog's limits, not aiokafka's 1 MB: a refused send would fail the event
         producer_max_request_size=largest,
         consumer_max_fetch_size=largest,
+        Monitor=CommitMonitor,
         **({"topic_partitions": topic_partitions} if topic_partitions else {}),
         **security,
     )
+
+
+class CommitMonitor(Monitor):
+    """Faust's own monitor, which also tells listeners the input offsets each commit covered.
+
+    Faust calls ``on_tp_commit`` after its commit of a transaction (exactly_once) returns,
+    with the next offset of every input partition committed. It is the one place that says
+    when a transaction's outputs, sent earlier, became visible.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.commit_listeners: list[Callable[[Mapping[Any, int]], None]] = []
+
+    def on_tp_commit(self, tp_offsets: Mapping[TP, int]) -> None:
+        super().on_tp_commit(tp_offsets)  # type: ignore[arg-type]
+        for listener in self.commit_listeners:
+            listener(tp_offsets)
+
+
+def on_commit(app: faust.App, listener: Callable[[Mapping[Any, int]], None]) -> None:
+    """Call ``listener(next offset by input partition)`` after each commit that succeeded.
+
+    Not after a commit that crashed the app (Faust reports a fenced producer's commit as done
+    and crashes): nothing sent in that transaction may be taken as committed.
+    """
+    monitor = app.monitor
+    if not isinstance(monitor, CommitMonitor):
+        raise TypeError(f"the app's monitor is {type(monitor).__name__}, not CommitMonitor")
+
+    def guarded(tp_offsets: Mapping[TP, int]) -> None:
+        if app.crash_reason is None and not app.should_stop:
+            listener(tp_offsets)
+
+    monitor.commit_listeners.append(guarded)
 
 
 def watch_health(app: faust.App, health: StageHealth | None, input_topic: str, every_s: float = 5.0) -> None:

@@ -24,7 +24,7 @@ from pipeline.stages.asr import AsrInput, Fetched
 from pipeline.stages.audio_limits import decoded_mismatch, implausible_header, max_decoded_frames, max_object_bytes
 from pipeline.stages.outcomes import Dead, Tag
 from pipeline.stages.probe import HEAD_BYTES, RAW_SUBTYPES, decoder_error, wav_data_offset
-from pipeline.stages.storage import MissingObject, ObjectStore, StorageError
+from pipeline.stages.storage import MissingObject, ObjectChanged, ObjectStore, StorageError
 from pipeline.stages.transcript_event import audio_for, roles_by_channel
 
 
@@ -56,6 +56,8 @@ class Fetcher:
             data = self.store.read(call.object, 0, cap + 1)  # never more than the header allows
         except MissingObject as exc:
             return item.dead("missing_object", str(exc))
+        except ObjectChanged as exc:  # the read is conditional on the routed etag
+            return item.dead("object_changed", f"{exc}; its new content is routed by its own arrival")
         except StorageError as exc:  # permanent, or transient past the retry deadline
             return item.dead("fetch_failed", str(exc))
         if len(data) > cap:

@@ -1,7 +1,7 @@
 """The MinIO/S3 adapter of :class:`pipeline.stages.storage.ObjectStore`.
 
 It does not retry: every error is classified (transient :class:`StorageError`, permanent
-:class:`StorageRefused` / :class:`MissingObject`) and retried by the one retry layer,
+:class:`StorageRefused` / :class:`MissingObject` / :class:`ObjectChanged`) and retried by the one retry layer,
 :class:`pipeline.stages.retry.RetryingStore`.
 """
 
@@ -18,7 +18,7 @@ from pipeline.config import Settings
 from pipeline.events import ObjectRef
 from pipeline.logs import get_logger
 from pipeline.stages.retry import Backoff, RetryingStore
-from pipeline.stages.storage import MissingObject, ObjectInfo, StorageError, StorageRefused
+from pipeline.stages.storage import MissingObject, ObjectChanged, ObjectInfo, StorageError, StorageRefused
 
 log = get_logger("callqa.storage")
 
@@ -82,7 +82,14 @@ class MinioStore:
     def read(self, ref: ObjectRef, offset: int = 0, length: int | None = None) -> bytes:
         try:
             resp = self.client.get_object(
-                ref.bucket, ref.key, offset=offset, length=length or 0, version_id=ref.version_id
+                ref.bucket,
+                ref.key,
+                offset=offset,
+                length=length or 0,
+                version_id=ref.version_id,
+                # Conditional on the routed content: without versions, a key written again after
+                # routing would be read under the old identity (the server checks; no race).
+                request_headers={"If-Match": f'"{ref.etag.strip(chr(34))}"'} if ref.etag else None,
             )
             try:
                 return resp.read()
@@ -102,6 +109,8 @@ def classify(action: str, ref: ObjectRef, exc: Exception) -> StorageError:
         status = getattr(exc.response, "status", 0) or 0
         if exc.code in _MISSING:
             return MissingObject(f"{where}: {exc.code}")
+        if exc.code == "PreconditionFailed" or status == 412:
+            return ObjectChanged(f"{where}: stored content is no longer etag {ref.etag} (written again since)")
         if exc.code in _BUSY or status >= 500:
             return StorageError(f"{action} {where}: {exc.code} {exc.message} (HTTP {status})")
         return StorageRefused(f"{action} {where}: {exc.code} {exc.message} (HTTP {status})")

@@ -13,7 +13,10 @@ then lost 35 of 300 arrivals (marked seen, never routed). Arrivals of one object
 on one partition (keyed ``bucket/object``; upstream publishers use MinIO's partitioner, see
 :mod:`pipeline.adapters.publisher`), and its marker goes to the same partition number of
 ``router.seen``: a router loads the marker partitions of the arrivals partitions it is
-assigned, when they are assigned (:mod:`pipeline.run.router_markers`).
+assigned, when they are assigned (:mod:`pipeline.run.router_markers`). In memory, a marker
+sent counts at once but is kept only once Faust reports the commit of the transaction holding
+it (:func:`pipeline.adapters.faust_app.on_commit`); a revoke forgets the others, since their
+transaction may abort and its arrivals come again (they must route, not be skipped).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from prometheus_client import Counter, Histogram
 
 from pipeline.adapters.faust_app import (
     create_faust_app,
+    on_commit,
     send_in_source_transaction,
     stop_transactions_of_lost_partitions,
     watch_health,
@@ -79,6 +83,8 @@ def create_app(settings: Settings, app_id: str = "callqa-router", health: StageH
     watch_health(app, health, arrivals_name)
     stop_transactions_of_lost_partitions(app, arrivals_name)
 
+    on_commit(app, markers.on_committed)  # a marker is known once the transaction holding it committed
+
     @app.on_partitions_revoked.connect
     async def _markers_revoked(sender: object, revoked: set, **_: object) -> None:
         markers.on_revoked(revoked)
@@ -130,9 +136,9 @@ def create_app(settings: Settings, app_id: str = "callqa-router", health: StageH
                 await send_in_source_transaction(app, msg, out_topic, call.call_id.encode(), value,
                                                  outcome.partition, stamp.to_headers())
                 routed_at = time.time()
-                seen.add(outcome.dedup_key)
                 await send_in_source_transaction(app, msg, seen_topic, outcome.dedup_key.encode(),
                                                  str(routed_at).encode(), msg.partition)
+                markers.sent(msg.partition, outcome.dedup_key, msg.offset)  # pending until committed
                 ROUTED.labels(call.bucket).inc()
                 AUDIO_S.labels(call.bucket).inc(call.duration_s)
                 PROBE_S.observe(call.probe_ms / 1000)

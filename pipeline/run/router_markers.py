@@ -19,7 +19,8 @@ import ctypes
 import ctypes.util
 import random
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from pipeline.config import Settings
 from pipeline.errors import StackError
@@ -113,7 +114,19 @@ class MarkerLoader:
         return [tp.partition for tp in tps if getattr(tp, "topic", None) == self.arrivals_topic]  # type: ignore[attr-defined]
 
     def on_revoked(self, tps: Iterable[object]) -> None:
-        self.table.revoke(self._ours(tps))
+        dropped = self.table.revoke(self._ours(tps))
+        if dropped:  # their transaction may abort: re-delivered arrivals must route, not skip
+            log.info("markers_pending_dropped", topic=self.marker_topic, markers=dropped)
+
+    def sent(self, partition: int, identity: str, arrival_offset: int) -> None:
+        """A marker produced in the open transaction of an arrival; known once that commits."""
+        self.table.sent(partition, identity, arrival_offset)
+
+    def on_committed(self, tp_offsets: Mapping[Any, int]) -> None:
+        """Faust committed input offsets (and the transactions holding the markers sent before)."""
+        for tp, next_offset in tp_offsets.items():
+            if getattr(tp, "topic", None) == self.arrivals_topic:
+                self.table.committed(tp.partition, next_offset)  # type: ignore[attr-defined]
 
     def on_assigned(self, tps: Iterable[object]) -> None:
         plans = self.table.assign(self._ours(tps))

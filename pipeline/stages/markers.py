@@ -12,7 +12,15 @@ Life of a partition here:
   read plan (from offset 0 when new, from where the last read stopped when it was held
   before: markers are only ever added, so a catch-up read is enough). Partitions left out
   are dropped.
-- ``revoke``: not ready (kept, so a partition that comes straight back only catches up).
+- ``sent``: the router produced a marker in the (still open) transaction of arrival offset o.
+  It counts for de-dup at once (a second arrival of the object in the same transaction commits
+  or aborts with the first) but is only *pending*: held apart from what was read or committed.
+- ``committed``: the partition's transaction committed input offsets up to (not including) o:
+  the pending markers of arrivals below o are committed and join the known ones.
+- ``revoke``: not ready, and its pending markers are dropped: their transaction may abort, and
+  an arrival it held is delivered again and must route. What was read or committed is kept, so
+  a partition that comes straight back only catches up (a marker whose transaction did commit
+  is in that read: read-committed reads wait for open transactions to end).
 - ``loaded``: the markers read for one plan are merged in; the partition is ready only if
   no newer assignment superseded that plan (an epoch per assignment).
 
@@ -43,16 +51,39 @@ def marker_digest(identity: str) -> bytes:
 
 
 class MarkerSet:
-    """The routed identities of one partition (what :meth:`ArrivalRouter.route` checks with ``in``)."""
+    """The routed identities of one partition (what :meth:`ArrivalRouter.route` checks with ``in``):
+    those read or committed, and those sent in a transaction not committed yet (pending)."""
 
     def __init__(self, digests: set[bytes] | None = None) -> None:
         self._digests = digests if digests is not None else set()
+        self._pending: dict[bytes, int] = {}  # digest -> offset of the arrival whose transaction holds it
 
     def __contains__(self, identity: object) -> bool:
-        return isinstance(identity, str) and marker_digest(identity) in self._digests
+        if not isinstance(identity, str):
+            return False
+        digest = marker_digest(identity)
+        return digest in self._digests or digest in self._pending
 
-    def add(self, identity: str) -> None:
-        self._digests.add(marker_digest(identity))
+    def sent(self, identity: str, arrival_offset: int) -> None:
+        """A marker produced in the open transaction of the arrival at ``arrival_offset``."""
+        self._pending.setdefault(marker_digest(identity), arrival_offset)
+
+    def committed(self, next_offset: int) -> int:
+        """Input offsets below ``next_offset`` were committed: their markers are known. How many."""
+        done = [d for d, offset in self._pending.items() if offset < next_offset]
+        self._digests.update(done)
+        for digest in done:
+            del self._pending[digest]
+        return len(done)
+
+    def drop_pending(self) -> int:
+        dropped = len(self._pending)
+        self._pending.clear()
+        return dropped
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
 
     def merge(self, read: MarkerRead) -> None:
         self._digests.difference_update(read.removed)
@@ -112,10 +143,26 @@ class MarkerTable:
             plans.append(ReadPlan(p, part.next_offset, self._epoch))
         return plans
 
-    def revoke(self, partitions: Iterable[int]) -> None:
+    def revoke(self, partitions: Iterable[int]) -> int:
+        """Not ready; markers of transactions not known to have committed are forgotten. How many."""
+        dropped = 0
         for p in partitions:
             if p in self._parts:
                 self._parts[p].ready = False
+                dropped += self._parts[p].seen.drop_pending()
+        return dropped
+
+    def sent(self, partition: int, identity: str, arrival_offset: int) -> None:
+        """The router produced ``identity``'s marker in the transaction of that arrival (not committed yet).
+        Dropped when the partition was revoked meanwhile: that transaction may not commit."""
+        part = self._parts.get(partition)
+        if part is not None and part.ready:
+            part.seen.sent(identity, arrival_offset)
+
+    def committed(self, partition: int, next_offset: int) -> int:
+        """The partition's input offsets below ``next_offset`` were committed with their outputs."""
+        part = self._parts.get(partition)
+        return 0 if part is None else part.seen.committed(next_offset)
 
     def loaded(self, plan: ReadPlan, read: MarkerRead, next_offset: int) -> bool:
         """Merge what a read found; True when the partition became ready by it."""

@@ -43,7 +43,7 @@ from pipeline.stages.routing import (
     call_id_for,
     parse_roles,
 )
-from pipeline.stages.storage import MissingObject, ObjectStore, StorageError
+from pipeline.stages.storage import MissingObject, ObjectChanged, ObjectStore, StorageError
 
 T = TypeVar("T")
 
@@ -108,6 +108,8 @@ class ArrivalRouter:
             return dead(exc.reason, str(exc))
         except MissingObject as exc:
             return dead("missing_object", str(exc))
+        except ObjectChanged as exc:  # written again between stat and probe: that write has its own arrival
+            return dead("object_changed", str(exc))
         except StorageError as exc:
             return dead("fetch_failed", str(exc))
         except RoutingError as exc:

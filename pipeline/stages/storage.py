@@ -25,6 +25,13 @@ class MissingObject(StorageError):
     transient = False
 
 
+class ObjectChanged(StorageError):
+    """The object under the key is no longer the content that was routed (its etag differs):
+    an unversioned bucket's key was written again. Retrying reads the same new content."""
+
+    transient = False
+
+
 class StorageRefused(StorageError):
     """Storage answered that it will not serve this request (access denied, a bad request): permanent."""
 
@@ -42,4 +49,6 @@ class ObjectInfo:
 class ObjectStore(Protocol):
     def stat(self, ref: ObjectRef) -> ObjectInfo: ...
 
-    def read(self, ref: ObjectRef, offset: int = 0, length: int | None = None) -> bytes: ...
+    def read(self, ref: ObjectRef, offset: int = 0, length: int | None = None) -> bytes:
+        """The bytes of ``ref``; when ``ref.etag`` is set, of that content only, else :class:`ObjectChanged`."""
+        ...

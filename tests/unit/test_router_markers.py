@@ -41,7 +41,8 @@ def test_a_kept_partition_catches_up_from_where_it_stopped_and_a_lost_one_is_dro
     p0, p1 = table.assign([0, 1])
     table.loaded(p0, read(a=1.0), next_offset=10)
     table.loaded(p1, read(b=1.0), next_offset=4)
-    table.seen(0).add("c")  # routed here meanwhile
+    table.sent(0, "c", arrival_offset=3)  # routed here meanwhile, and committed
+    table.committed(0, next_offset=4)
     table.revoke([0, 1])
     assert not table.is_ready(0)
     (again,) = table.assign([0])  # 1 went to another router
@@ -51,6 +52,39 @@ def test_a_kept_partition_catches_up_from_where_it_stopped_and_a_lost_one_is_dro
     assert all(i in table.seen(0) for i in "acd") and len(table) == 3
     (back,) = table.assign([1])  # 1 comes back later: read in full again
     assert back.start_offset == 0 and table.owned == [1]
+
+
+def test_a_marker_counts_once_sent_and_is_kept_only_once_its_transaction_committed() -> None:
+    """Issue 26 item 12: a revoke between send and commit. The router sent y's marker in the
+    open transaction of arrival 6; the partition is revoked before that transaction commits, so it
+    may abort (a new owner's producer fences it) and arrival 6 is delivered again. The catch-up
+    read finds only committed markers; y must not be known from memory, or its re-delivered
+    arrival would be skipped as a duplicate and never routed."""
+    table = MarkerTable()
+    (plan,) = table.assign([0])
+    table.loaded(plan, read(), next_offset=0)
+    table.sent(0, "x", arrival_offset=5)
+    table.sent(0, "y", arrival_offset=6)
+    assert "x" in table.seen(0) and "y" in table.seen(0)  # a second arrival in the same transaction: duplicate
+    assert table.committed(0, next_offset=6) == 1  # offsets up to 5 committed, with x's marker
+    assert table.revoke([0]) == 1  # y's transaction is not known to have committed
+    (again,) = table.assign([0])
+    assert again.start_offset == 0
+    table.loaded(again, read(x=1.0), next_offset=1)  # what router.seen holds: y's marker was aborted
+    assert "x" in table.seen(0) and "y" not in table.seen(0)
+
+
+def test_a_marker_sent_while_its_partition_was_revoked_is_not_kept() -> None:
+    table = MarkerTable()
+    (plan,) = table.assign([0])
+    table.loaded(plan, read(), next_offset=0)
+    table.revoke([0])  # during the event's sends
+    table.sent(0, "z", arrival_offset=9)
+    table.committed(0, next_offset=10)  # a commit of another partition's range, say; z was never kept
+    (again,) = table.assign([0])
+    table.loaded(again, read(), next_offset=0)
+    assert "z" not in table.seen(0)
+    assert table.committed(7, next_offset=3) == 0  # not ours: nothing
 
 
 def test_a_read_from_a_superseded_assignment_merges_but_does_not_make_ready() -> None:
@@ -86,7 +120,8 @@ def test_a_tombstone_removes_a_marker_and_the_later_record_wins() -> None:
 
 def test_markers_are_held_as_digests_of_their_identity() -> None:
     seen = MarkerSet()
-    seen.add("rec/a.wav#0123456789abcdef0123456789abcdef")
+    seen.sent("rec/a.wav#0123456789abcdef0123456789abcdef", arrival_offset=0)
+    seen.committed(next_offset=1)
     assert "rec/a.wav#0123456789abcdef0123456789abcdef" in seen
     assert "rec/a.wav#0123456789abcdef0123456789abcdee" not in seen
     assert 5 not in seen  # type: ignore[operator]

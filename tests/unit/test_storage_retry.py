@@ -238,3 +238,19 @@ def test_the_router_dead_letters_a_missing_object_at_once(tmp_path: Path) -> Non
     )
     out = router.route(_arrival(tmp_path / "never-stored.wav"), b"k", {})
     assert isinstance(out, Dead) and out.letter.reason == "missing_object" and clock.sleeps == []
+
+
+def test_a_file_rewritten_after_routing_is_object_changed_not_fetched(tmp_path: Path) -> None:
+    """Embedded mode's counterpart of tests/integration/test_object_changed.py: the routed call
+    carries the file's sha256, and the fetch (a whole read) checks it."""
+    from pipeline.stages.router import ArrivalRouter, Routed
+    from tests.unit.test_probe_routing import BUCKETS, _arrival
+
+    path = audio.write(tmp_path / "c.wav", 2.0, 8000)
+    router = ArrivalRouter(store=FileStore(), buckets=BUCKETS, partitions_of=lambda b: 4, max_duration_s=3600)
+    out = router.route(_arrival(path), b"k", {})
+    assert isinstance(out, Routed) and out.call.object.etag
+    audio.write(path, 2.0, 8000, silent=True)  # the same header, other samples
+    [fetched] = Fetcher(FileStore()).fetch([AsrInput.of("tag", encode(out.call), b"k")])
+    assert isinstance(fetched, Dead), fetched
+    assert fetched.letter.reason == "object_changed" and out.call.object.etag in fetched.letter.message
