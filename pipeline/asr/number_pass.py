@@ -26,10 +26,11 @@ The new text replaces the region's first-pass segments only when it reads as a l
 number than the first pass's and one the region's audio could hold (7 digits a second at
 most), and a decode that still loops is cut or dropped (:func:`pipeline.asr.numbers.accepted_text`).
 A first-pass number said faster than that (the model copying an earlier number into a
-sentence) gives way to the second decode's text. Where only the first pass names the number's
-kind before it ("My mobile number is", 卡号是), its words are kept before the new digits
-(:func:`pipeline.asr.numbers.with_first_pass_cue`). Regions are batched like first-pass windows
-(the engine's planner, encoder and memory pool).
+sentence) gives way to the second decode's text. Only the digits change: the first pass's
+words before and after its number stay (:func:`pipeline.asr.numbers.splice_number`), and a
+region whose first pass holds no digit (a request for a number) or a number that passes its
+checksum is not decoded again (:func:`pipeline.asr.numbers.worth_decoding`). Regions are batched
+like first-pass windows (the engine's planner, encoder and memory pool).
 """
 
 from __future__ import annotations
@@ -53,7 +54,8 @@ from pipeline.asr.numbers import (
     merge_number_texts,
     plan_number_regions,
     reads_as_number,
-    with_first_pass_cue,
+    splice_number,
+    worth_decoding,
     worth_digits_only,
 )
 from pipeline.asr.packing import RATE, PackedWindow, Piece
@@ -112,6 +114,7 @@ class NumberPass:
         self.languages = tuple(languages)
         self.decoders: dict[tuple[str, float, bool], GreedyDecoder] = {}
         self.regions = 0
+        self.left = 0  # regions not decoded again: no digit in them, or a number that passes its check
         self.replaced = 0
         self.fallbacks = 0  # region decodes done again at a temperature
         self.locked = 0  # region decodes done again with digits only after the first
@@ -152,6 +155,9 @@ class NumberPass:
                 if hi - lo < RATE // 2:
                     continue
                 old = " ".join(transcripts[i].segments[k].text for k in region.segments)
+                if not worth_decoding(old):
+                    self.left += 1
+                    continue
                 window = _RegionWindow(i, region.channel, PackedWindow((Piece(lo, hi, 0, hi - lo),)), stream, old)
                 todo.setdefault(region.language, []).append((window, region))
         texts: dict[int, list[tuple[NumberRegion, str]]] = {}
@@ -162,7 +168,7 @@ class NumberPass:
                 new = accepted_text(decoded[id(window)], window.first_pass, window.duration_s)
                 if new is not None:
                     self.replaced += 1
-                    texts.setdefault(window.call, []).append((region, with_first_pass_cue(new, window.first_pass)))
+                    texts.setdefault(window.call, []).append((region, splice_number(window.first_pass, new)))
         self.seconds += time.perf_counter() - started
         return [dataclasses.replace(t, segments=merge_number_texts(t.segments, texts[i])) if i in texts else t
                 for i, t in enumerate(transcripts)]

@@ -21,11 +21,9 @@ from pipeline.asr.transcript import Segment
 from pipeline.qa.normalize import normalize
 from pipeline.qa.pii import classify_likely, classify_number
 from pipeline.qa.spoken_numbers import (
-    CUE_WITHIN_CHARS,
     DIGIT_RUN,
     announces_number,
     continues_number,
-    cue_type,
     digit_count,
     longest_digit_run,
     names_amount,
@@ -44,6 +42,7 @@ MAX_DIGITS_PER_S = 7.0
 _SENTENCE_END = re.compile(r"[.?!。？！]")
 _ITEM = re.compile(r"[0-9]+|[^\W\d_]+")
 MAX_LOOP_PERIOD = 4
+_CHECKED = ("bank_card", "cn_resident_id")  # kinds with a check digit
 LOOP_COPIES = 6  # "8, 8, 8" (even misheard as "9, 9, 9, 9") is a number; six copies of the same are a loop
 
 
@@ -190,26 +189,39 @@ def accepted_text(new: str, old: str, duration_s: float) -> str | None:
     return new if run >= MIN_ACCEPT_DIGITS and run >= longest_digit_run(old) else None
 
 
-def with_first_pass_cue(new: str, old: str) -> str:
-    """``new`` with the first pass's words before its number where only those name the number's
-    kind: prompted with digits, the second decode hears the words around a number worse ("My
-    mobile number is 1x162…" came back "My total number is 1, 1, 6, …", 卡号是 as 卡后为号是), and
-    without its cue a number with a digit lost is no longer taken for a phone or a card."""
-    before_old, before_new = _before_number(old), _before_number(new)
-    if before_old is None or before_new is None:
-        return new
-    cue = cue_type(before_old[0][-CUE_WITHIN_CHARS:])
-    if cue is None or cue_type(before_new[0][-CUE_WITHIN_CHARS:]) == cue:
-        return new
-    return old[: before_old[1]] + new[before_new[1] :]
+def worth_decoding(first_pass: str) -> bool:
+    """Is a region whose first-pass text is ``first_pass`` worth a second decode: it holds a digit
+    (a spoken digit word counts) and no number that passes a checksum (a card's Luhn digit, a
+    resident ID's check digit). A region of cue words only ("may I have your card number?") has
+    no number to mend, and prompted with digits the model wrote some into it; a checked number is
+    already right, and the second decode could only make it worse."""
+    if digit_count(first_pass) == 0:
+        return False
+    text = normalize(first_pass).text
+    for m in DIGIT_RUN.finditer(text):
+        digits, x = m.group().replace(" ", ""), text[m.end() : m.end() + 1] in ("x", "X")
+        if classify_number(digits) in _CHECKED or (x and classify_number(digits, x_suffix=True)):
+            return False
+    return True
 
 
-def _before_number(text: str) -> tuple[str, int] | None:
-    """The normalised text before the first digit of ``text`` (a spoken digit word counts) and
-    where that digit starts in ``text``; None where there is no digit."""
+def splice_number(old: str, new: str) -> str:
+    """``old`` with its number (from its first digit to its last, spoken digit words counted)
+    replaced by ``new``'s: the second decode only ever changes the digits of a region. Prompted
+    with digits, the model hears the words around a number worse ("My mobile number is" came back
+    "My total number is", 卡号是 as 卡后为号是), so those stay the first pass's."""
+    old_at, new_at = _number_span(old), _number_span(new)
+    if old_at is None:
+        return old
+    middle = new[new_at[0] : new_at[1]] if new_at is not None else ""
+    return (old[: old_at[0]] + middle + old[old_at[1] :]).strip()
+
+
+def _number_span(text: str) -> tuple[int, int] | None:
+    """Where the digits of ``text`` start and end, as offsets in ``text`` (None: no digit)."""
     norm = normalize(text)
-    at = next((i for i, ch in enumerate(norm.text) if ch.isdigit()), None)
-    return None if at is None else (norm.text[:at], norm.starts[at])
+    at = [i for i, ch in enumerate(norm.text) if ch.isdigit()]
+    return None if not at else (norm.starts[at[0]], norm.ends[at[-1]])
 
 
 def worth_digits_only(text: str, first_pass: str) -> bool:

@@ -9,7 +9,8 @@ from pipeline.asr.numbers import (
     merge_number_texts,
     plan_number_regions,
     reads_as_number,
-    with_first_pass_cue,
+    splice_number,
+    worth_decoding,
     worth_digits_only,
 )
 from pipeline.asr.transcript import Segment
@@ -174,34 +175,34 @@ def test_only_an_announced_number_that_reads_as_no_kind_is_decoded_again_with_di
     assert not worth_digits_only("My mobile number is mirror time.", "")  # nothing begun
 
 
-def test_the_first_pass_words_naming_a_numbers_kind_are_kept_before_the_new_digits() -> None:
-    # prompted with digits, the second decode hears the cue worse; without it a 10-digit mobile
-    # (a digit lost) no longer reads as a phone
+def test_the_second_decode_changes_only_the_digits_of_a_region() -> None:
+    # prompted with digits, the second decode hears the words around a number worse: they stay the
+    # first pass's, before and after the number, whatever the second decode wrote there
     assert (
-        with_first_pass_cue(
-            "My total number is 1, 1, 6, 2, 0, 2, 3, 9, 6, 9.", "My mobile number is 1x162.02396. I am..."
-        )
-        == "My mobile number is 1, 1, 6, 2, 0, 2, 3, 9, 6, 9."
+        splice_number("My mobile number is 1x162.02396. I am...", "My total number is 1, 1, 6, 2, 0, 2, 3, 9, 6, 9.")
+        == "My mobile number is 1, 1, 6, 2, 0, 2, 3, 9, 6, 9. I am..."
     )
     assert (
-        with_first_pass_cue("我的卡后为号是4, 5, 2, 8, 3, 5, 1, 4。", "我的卡号是4528 351分,4287,676英,")
-        == "我的卡号是4, 5, 2, 8, 3, 5, 1, 4。"
+        splice_number("我的卡号是4528 351分,4287,676,谢谢。", "我的卡后为号是4, 5, 2, 8, 3, 5, 1, 4。")
+        == "我的卡号是4, 5, 2, 8, 3, 5, 1, 4,谢谢。"
     )
-    # a spoken digit word starts the number too: nothing is said twice
+    # a spoken digit word starts (or ends) the number too: nothing is said twice
     assert (
-        with_first_pass_cue("My normal term is 1, 9, 2, 1, 0, 1, 0, 7.", "My mobile number is one, nine, 9192.")
+        splice_number("My mobile number is one, nine, 9192.", "My normal term is 1, 9, 2, 1, 0, 1, 0, 7.")
         == "My mobile number is 1, 9, 2, 1, 0, 1, 0, 7."
     )
-    # the second decode's words stay where the first pass names no kind, or the same one
-    assert (
-        with_first_pass_cue("我的身份证号是1, 1, 0, 1, 0, 5", "我的身份正号是1105 19730115")
-        == "我的身份证号是1, 1, 0, 1, 0, 5"
+    assert splice_number("My number is three, two, nero", "My number is 3, 2, 0, 1") == "My number is 3, 2, 0, 1, nero"
+    # no digit in the first pass: nothing to mend, and nothing written into it
+    assert splice_number("May I have your mobile number?", "May I have your mobile number? 1, 3, 9, 0") == (
+        "May I have your mobile number?"
     )
-    assert (
-        with_first_pass_cue("My card number is 6, 2, 6, 4, 7", "My card number is 6264M and time")
-        == "My card number is 6, 2, 6, 4, 7"
-    )
-    assert with_first_pass_cue("My number is 3, 2, 0, 1", "My name is one, two, nero") == "My number is 3, 2, 0, 1"
-    assert (
-        with_first_pass_cue("My number is 3, 2, 0, 1", "My mobile number is") == "My number is 3, 2, 0, 1"
-    )  # no digit
+
+
+def test_only_regions_with_a_number_still_to_mend_are_decoded_again() -> None:
+    assert worth_decoding("My card number is 4528 351, 4287, 676")  # fails Luhn: worth mending
+    assert worth_decoding("My mobile number is one three nine")  # spoken digit words count
+    assert not worth_decoding("May I have your card number, please?")  # a cue only: nothing said yet
+    assert not worth_decoding("请您提供一下您的手机号码。")
+    # a number that passes its checksum is right already: a perfect first pass stays perfect
+    assert not worth_decoding("My card number is 4532 0151 1283 0366.")
+    assert not worth_decoding("我的身份证号是11010519491231002X")
