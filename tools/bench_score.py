@@ -23,8 +23,9 @@ from pipeline.asr.text import normalize_en, normalize_zh
 
 Span = tuple[float, float]
 
-_DIGIT_WORDS = {w: str(i) for i, w in enumerate(
-    ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"))}
+_DIGIT_WORDS = {
+    w: str(i) for i, w in enumerate(("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"))
+}
 _DIGIT_WORDS["oh"] = "0"
 
 
@@ -42,8 +43,12 @@ class Coverage:
         return self.covered_s / self.speech_s if self.speech_s else float("nan")
 
     def __add__(self, other: Coverage) -> Coverage:
-        return Coverage(self.speech_s + other.speech_s, self.covered_s + other.covered_s,
-                        self.turns + other.turns, self.empty_turns + other.empty_turns)
+        return Coverage(
+            self.speech_s + other.speech_s,
+            self.covered_s + other.covered_s,
+            self.turns + other.turns,
+            self.empty_turns + other.empty_turns,
+        )
 
 
 def _merged(spans: Iterable[Span]) -> list[Span]:
