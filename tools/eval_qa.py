@@ -39,7 +39,7 @@ from pipeline.cli import load_engine  # noqa: E402
 from pipeline.config import Settings  # noqa: E402
 from pipeline.qa import QAEngine, load_packs  # noqa: E402
 from pipeline.qa.rules import hotword_prompt  # noqa: E402
-from tools.bench_corpus import EN_POOL, espeak, zh_clips  # noqa: E402
+from tools.bench_corpus import espeak, zh_clips  # noqa: E402
 from tools.eval_qa_calls import KINDS, CallScript, make_scripts  # noqa: E402
 
 RATE = 8_000
@@ -58,6 +58,58 @@ PREDICTED = {
     "abuse": lambda r: any(f.rule_id == "abuse.agent" for f in r.findings),
     "no_speech": lambda r: r.no_speech,
 }
+# Filler turns: the benchmark corpus's former fixed sentences, kept here so eval_qa's calls stay as they were.
+EN_POOL = (
+    "Thank you for calling, my name is Sarah, how can I help you today?",
+    "Hi, I have a problem with my last bill, it looks too high.",
+    "I am sorry to hear that, let me pull up your account.",
+    "Could you please confirm the email address on the account?",
+    "Sure, it is the same one I used when I signed up.",
+    "I can see an extra charge for international roaming last month.",
+    "But I did not travel anywhere last month.",
+    "I understand, I will remove that charge and send you a corrected bill.",
+    "This call may be recorded for quality and training purposes.",
+    "Is there anything else I can help you with today?",
+    "Yes, I would also like to change my delivery address.",
+    "Your new address has been saved and will be used from the next order.",
+    "The technician will visit on Monday morning before lunch.",
+    "Please keep your phone nearby in case the driver needs to call you.",
+    "No, that is everything, thank you very much for your help.",
+    "You are welcome, have a great day and goodbye.",
+    "My parcel was supposed to arrive on Friday but it never came.",
+    "Let me check the tracking information for that shipment.",
+    "It looks like the courier left it with a neighbour across the street.",
+    "Can you ask them to deliver it again tomorrow instead?",
+    "I have booked a second delivery attempt for tomorrow afternoon.",
+    "Why was my card declined when I tried to pay online?",
+    "For security reasons the bank blocked a payment from an unknown website.",
+    "I would like to unblock the card and try the payment again.",
+    "Before I do that I need to verify your identity.",
+    "Can you tell me the name of the street where you were born?",
+    "Thank you, the card is active again and you can use it right away.",
+    "We have a special offer on our premium plan this week.",
+    "I am not interested in upgrading at the moment.",
+    "That is fine, I will make a note on your account.",
+    "The internet in my flat keeps dropping every evening.",
+    "Have you tried restarting the router and waiting a few minutes?",
+    "Yes, I restarted it twice and nothing changed.",
+    "I will open a ticket and a network engineer will look into it.",
+    "How long will it take to fix the problem?",
+    "Most issues like this are resolved within two working days.",
+    "I want to cancel my subscription at the end of this month.",
+    "I am sorry to see you go, may I ask why you want to cancel?",
+    "I found a cheaper plan with another provider.",
+    "We could offer you a discount if you decide to stay with us.",
+    "Please send me the details by email and I will think about it.",
+    "The refund should appear on your statement within five days.",
+    "Do I need to return the old device to the shop?",
+    "You can post it back to us using the prepaid label in the box.",
+    "The weather has delayed several flights, so your booking has changed.",
+    "Your new flight leaves in the evening from the same terminal.",
+    "Could you spell your last name for me, please?",
+    "I have updated your phone number in our system.",
+)
+
 EN_FILLERS = [s for s in EN_POOL if "record" not in s.lower()]
 
 

@@ -23,7 +23,12 @@ import torch
 
 from pipeline.asr import Engine, EngineOptions, load_call_audio
 from tools.bench_corpus import make_corpus
-from tools.bench_engine import RssSampler
+
+
+def rss_bytes() -> int:
+    """This process's resident memory."""
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def drift_percent(samples: list[int]) -> float:
@@ -53,7 +58,7 @@ def main() -> None:
         engine.transcribe_batch(audios)
         engine.device.synchronize()
         mem = engine.device.memory_bytes()
-        rss.append(RssSampler.rss())
+        rss.append(rss_bytes())
         allocated.append(mem["allocated"])
         reserved.append(mem["reserved"])
         batches += 1

@@ -1,0 +1,50 @@
+"""The benchmark's speech-coverage figure and its English scoring normalisation."""
+
+import math
+
+import pytest
+
+from tools.bench_score import Coverage, error_rate, score_text_en, speech_coverage
+
+
+def test_coverage_is_the_share_of_reference_time_inside_output_segments():
+    cov = speech_coverage([(0.0, 2.0), (5.0, 7.0)], [(1.0, 3.0), (5.5, 6.0)])
+    assert cov.speech_s == pytest.approx(4.0)
+    assert cov.covered_s == pytest.approx(1.5)
+    assert cov.share == pytest.approx(0.375)
+    assert (cov.turns, cov.empty_turns) == (2, 0)
+
+
+def test_overlapping_output_segments_are_not_counted_twice():
+    cov = speech_coverage([(0.0, 4.0)], [(0.0, 3.0), (1.0, 3.5), (2.0, 2.5)])
+    assert cov.covered_s == pytest.approx(3.5)
+
+
+def test_a_turn_no_segment_overlaps_is_empty_even_when_a_segment_touches_it():
+    cov = speech_coverage([(0.0, 1.0), (2.0, 3.0), (4.0, 5.0)], [(0.5, 2.0), (5.0, 6.0)])
+    assert (cov.turns, cov.empty_turns) == (3, 2)
+    assert cov.share == pytest.approx(0.5 / 3)
+
+
+def test_no_output_covers_nothing_and_no_reference_has_no_share():
+    assert speech_coverage([(0.0, 1.0)], []).share == 0.0
+    assert speech_coverage([(0.0, 1.0)], []).empty_turns == 1
+    assert math.isnan(speech_coverage([], [(0.0, 1.0)]).share)
+
+
+def test_coverage_pools_by_time_not_by_turn():
+    pooled = speech_coverage([(0.0, 9.0)], [(0.0, 9.0)]) + speech_coverage([(0.0, 1.0)], [])
+    assert pooled == Coverage(speech_s=10.0, covered_s=9.0, turns=2, empty_turns=1)
+    assert pooled.share == pytest.approx(0.9)
+
+
+def test_digits_read_one_token_however_they_are_written():
+    assert score_text_en("Reference 7 4 2 9, right?") == "reference 7429 right"
+    assert score_text_en("reference seven four two nine right") == "reference 7429 right"
+    assert score_text_en("Reference 7429. Right.") == "reference 7429 right"
+
+
+def test_error_rates_pool_channels_and_skip_empty_references():
+    assert error_rate("en", ["a b c d", ""], ["a b c x", "noise"]) == pytest.approx(0.25)
+    assert error_rate("zh", ["你好", "再见"], ["你好", ""]) == pytest.approx(0.5)
+    assert math.isnan(error_rate("en", [""], ["x"]))

@@ -1,0 +1,97 @@
+"""Scoring for the engine benchmark: speech coverage, English WER and Mandarin CER, per condition.
+
+Speech coverage is the share of reference speech time that lies inside some output segment,
+with the count of reference turns that no output segment overlaps at all. Per party on stereo
+calls (that party's channel), and on mono calls against every segment (nothing says which
+party a mono segment belongs to).
+
+English is scored after the same normalisation for every system: lower case, no punctuation,
+digit words as digits, and a run of digits as one token ("7 4 2 9", "seven four two nine" and
+"7429" all read "7429"), so a number a recogniser writes as digits is one token either way.
+
+Pure: no audio, no models.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import jiwer
+
+from pipeline.asr.text import normalize_en, normalize_zh
+
+Span = tuple[float, float]
+
+_DIGIT_WORDS = {
+    w: str(i) for i, w in enumerate(("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"))
+}
+_DIGIT_WORDS["oh"] = "0"
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """Reference speech covered by output, pooled over any number of turns."""
+
+    speech_s: float = 0.0
+    covered_s: float = 0.0
+    turns: int = 0
+    empty_turns: int = 0
+
+    @property
+    def share(self) -> float:
+        return self.covered_s / self.speech_s if self.speech_s else float("nan")
+
+    def __add__(self, other: Coverage) -> Coverage:
+        return Coverage(
+            self.speech_s + other.speech_s,
+            self.covered_s + other.covered_s,
+            self.turns + other.turns,
+            self.empty_turns + other.empty_turns,
+        )
+
+
+def _merged(spans: Iterable[Span]) -> list[Span]:
+    out: list[Span] = []
+    for start, end in sorted(s for s in spans if s[1] > s[0]):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
+def speech_coverage(reference: Sequence[Span], output: Sequence[Span]) -> Coverage:
+    """How much of the reference turns' time (start_s, end_s) the output segments cover, and how
+    many reference turns no output segment overlaps (touching ends do not count as overlap)."""
+    covered = _merged(output)
+    speech_s = covered_s = 0.0
+    empty = 0
+    for start, end in reference:
+        overlap = sum(max(0.0, min(end, e) - max(start, s)) for s, e in covered)
+        speech_s += max(0.0, end - start)
+        covered_s += overlap
+        empty += overlap <= 0.0
+    return Coverage(speech_s, covered_s, len(reference), empty)
+
+
+def score_text_en(text: str) -> str:
+    """English as scored: normalize_en, digit words as digits, each run of digits one token."""
+    tokens: list[str] = []
+    for word in normalize_en(text).split():
+        word = _DIGIT_WORDS.get(word, word)
+        if word.isdigit() and tokens and tokens[-1].isdigit():
+            tokens[-1] += word
+        else:
+            tokens.append(word)
+    return " ".join(tokens)
+
+
+def error_rate(language: str, refs: Sequence[str], hyps: Sequence[str]) -> float:
+    """WER (English) or CER (Mandarin) pooled over the pairs; nan when there is no reference."""
+    pairs = [(r, h) for r, h in zip(refs, hyps, strict=True) if r.strip()]
+    if not pairs:
+        return float("nan")
+    if language == "zh":
+        return float(jiwer.cer([normalize_zh(r) for r, _ in pairs], [normalize_zh(h) for _, h in pairs]))
+    return float(jiwer.wer([score_text_en(r) for r, _ in pairs], [score_text_en(h) for _, h in pairs]))
