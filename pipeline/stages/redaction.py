@@ -1,27 +1,19 @@
 """PII redaction of a transcript before it is published or written: nothing at rest in clear.
 
 Detection is the QA package's pure detector (:func:`pipeline.qa.pii.find_pii`, spoken and
-written numbers, joined across short pauses), and its redaction labels. This module adds
-one fail-closed backstop on top: any written run of 12 or more digits that the detector
-left (a card number that fails Luhn, an ID with a bad check digit) is masked too, since a
-transcript leaving the worker cannot be un-published. A digit is any character with a digit
-value, whatever its script (٤, ४, ４, ④, ⁴). Pure: no Kafka, no engine.
+written numbers of any script, joined across pauses), and its redaction labels, plus its
+fail-closed backstop (:mod:`pipeline.qa.backstop`): any written run of 12 or more digits that
+the detector left is masked too, since a transcript leaving the worker cannot be un-published.
+Pure: no Kafka, no engine.
 """
 
 from __future__ import annotations
 
-import re
-
 from pipeline.events import PIISpan, Transcript
+from pipeline.qa.backstop import mask_long_digit_runs
 from pipeline.qa.model import SegmentText
-from pipeline.qa.normalize import ascii_digits, normalize
+from pipeline.qa.normalize import normalize
 from pipeline.qa.pii import find_pii, redact_texts
-
-BACKSTOP_LABEL = "[NUMBER]"
-# 12+ digits, allowing the separators people and ASR put between groups or digits: space, dash,
-# dot, comma, and a comma or dot followed by a space ("4, 5, 3, 2, …" is how a read number comes out).
-# Matched on the text with its digits as ASCII (ascii_digits keeps every offset).
-_LONG_DIGIT_RUN = re.compile(r"(?<![0-9])[0-9](?:(?:[ \-.,]|[,.] )?[0-9]){11,}(?![0-9])")
 
 
 def redact_transcript(t: Transcript) -> Transcript:
@@ -39,12 +31,3 @@ def redact_transcript(t: Transcript) -> Transcript:
             "redacted": True,
         }
     )
-
-
-def mask_long_digit_runs(text: str) -> str:
-    """The fail-closed backstop: every run of 12 or more digits, of any script, as ``[NUMBER]``."""
-    out, pos = [], 0
-    for m in _LONG_DIGIT_RUN.finditer(ascii_digits(text)):
-        out += [text[pos : m.start()], BACKSTOP_LABEL]
-        pos = m.end()
-    return "".join([*out, text[pos:]])

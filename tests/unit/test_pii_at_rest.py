@@ -232,3 +232,19 @@ def test_no_digits_of_any_script_at_rest_after_an_embedded_run(tmp_path: Path) -
     findings = [orjson.loads(line) for line in (opts.out_dir / FINDINGS).read_bytes().splitlines()]
     assert {f["call_id"]: sorted({p["type"] for p in f["pii"]}) for f in findings} == {
         "stereo": ["bank_card", "card_secret", "phone", "us_ssn"], "mono": ["bank_card", "phone"]}
+
+
+def test_qa_on_a_raw_transcript_quotes_no_long_digit_run() -> None:
+    # a transcript not redacted by a worker (raw, or written before 1.1): the QA stage's evidence
+    # and redacted copy get the same backstop as the published transcript
+    from pipeline.qa import QAEngine
+
+    raw = Transcript(call_id="c", object=ObjectRef(bucket="b", key="c.wav"), duration_s=60.0, channels=2,
+                     segments=[Segment(role="agent", channel=0, start_s=1.0, end_s=6.0,
+                                       text="This fund has guaranteed returns, your reference is ٢٣٤٥ ٦٧٨٩ ٠١٢٣.")],
+                     model=ModelInfo(name="m", version="1"))
+    result = QAEngine.from_paths().evaluate(raw)
+    evidence = [f.evidence for f in result.findings if f.evidence]
+    assert evidence and [s.text for s in result.redacted_segments] == [
+        "This fund has guaranteed returns, your reference is [NUMBER]."]
+    assert not [e for e in evidence if _digit_values(e)], evidence

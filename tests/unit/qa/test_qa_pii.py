@@ -263,7 +263,8 @@ def test_a_2000_digit_repetition_loop_is_evaluated_in_linear_time():
     result, elapsed_s = _evaluate_timed(f"{zeros} card {card} thanks {zeros}")
     assert elapsed_s < 0.5, f"{elapsed_s:.2f} s"  # milliseconds; the cubic scan took seconds
     assert [(p.type, p.role) for p in result.pii] == [("bank_card", "customer")]
-    assert result.redacted_segments[0].text == f"{zeros} card [CARD] thanks {zeros}"
+    # the loop is no number to the detector; the backstop masks it, as in the published transcript
+    assert result.redacted_segments[0].text == "[NUMBER] card [CARD] thanks [NUMBER]"
 
 
 def test_a_2000_digit_loop_of_phone_like_digits_is_linear_and_all_masked():
