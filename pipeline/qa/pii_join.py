@@ -33,9 +33,11 @@ _INTERJECTION_WORDS = (
     r"yep|yup|sure|got it|perfect|mm hm|mhm|mm|uh huh|hmm|嗯|好的|好|对|继续|请说)"
 )
 INTERJECTIONS = re.compile(rf"{_INTERJECTION_WORDS}(?: ?{_INTERJECTION_WORDS}){{0,2}}")
-_LEADING_DIGITS = re.compile(rf"(?:{INTERJECTIONS.pattern} ?)?([0-9]+(?: [0-9]+)*)")
-_TRAILING_DIGITS = re.compile(r"(?<![0-9])[0-9]+(?: [0-9]+)*$")
-# before the trailing digits: they are a date, a time or an amount, not half a number
+_DIGIT_GROUPS = re.compile(r"[0-9]+(?: [0-9]+)*")
+_LEADING_DIGITS = re.compile(rf"(?:{INTERJECTIONS.pattern} ?)?({_DIGIT_GROUPS.pattern})")
+# before the trailing digits (looked for in the last few characters): they are a date, a time
+# or an amount, not half a number
+_WORD_BEFORE_CHARS = 12  # "until ", "balance $"
 _NOT_A_PIECE = re.compile(
     r"(?:\b(?:at|on|from|till|until|by|since|before|after|paid|pay|cost|costs|total|balance|owe)|[$¥￥€£])\s*$"
 )
@@ -78,8 +80,11 @@ def _joins(prev: SegmentText, seg: SegmentText, text: str, open_digits: int, max
 
 def _trailing_digits(text: str) -> int:
     """Digits in the run of digit groups that ends ``text`` (0 if it is a date, time or amount)."""
-    m = _TRAILING_DIGITS.search(text)
-    if m is None or _NOT_A_PIECE.search(text, 0, m.start()):
+    if not text or not text[-1].isdigit():
+        return 0
+    m = _DIGIT_GROUPS.match(text[::-1])  # from the end: a search for "…$" rescans a loop from every digit
+    start = len(text) - m.end() if m else len(text)
+    if m is None or _NOT_A_PIECE.search(text[max(0, start - _WORD_BEFORE_CHARS) : start]):
         return 0
     return sum(ch.isdigit() for ch in m.group())
 

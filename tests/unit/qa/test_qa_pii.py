@@ -383,3 +383,12 @@ def test_a_card_interrupted_by_a_word_on_a_mono_call_is_masked(segments, redacte
 )
 def test_amounts_and_times_around_an_interjection_stay(segments):
     assert detect(*(seg("mixed", a, b, text, channel=0) for a, b, text in segments))[0] == []
+
+
+def test_a_long_digit_loop_before_a_pause_is_joined_in_linear_time():
+    # 50,000 digits of an ASR loop end just short of the segment's end: finding where the number that
+    # ends a segment starts must not rescan the loop from every position (that took 40 s)
+    loop = seg("customer", 0.0, 100.0, "1 2 " * 25_000 + "thanks")
+    started = time.perf_counter()
+    detect(loop, seg("customer", 105.0, 110.0, "1283 0366"))
+    assert time.perf_counter() - started < 3.0
