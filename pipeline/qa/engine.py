@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.qa import metrics
+from pipeline.qa.backstop import mask_long_digit_runs
 from pipeline.qa.context import CallContext, evidence, normalize_all, prepare
 from pipeline.qa.model import CallQAResult, CallText, Finding, PIISpan, PIIType, SegmentText, call_text_from
 from pipeline.qa.pii import PII_TYPES, UNCHECKED_TYPES, PIIHit, find_pii, redact_texts
@@ -64,7 +65,8 @@ class QAEngine:
             call = call_text_from(call)
         norms = normalize_all(call)
         found = find_pii(call.segments, norms, self.redact_types)
-        redacted = redact_texts(call.segments, found)
+        # the worker's fail-closed backstop too: a transcript may reach QA unredacted (raw, or from 1.0)
+        redacted = [mask_long_digit_runs(text) for text in redact_texts(call.segments, found)]
         hits = found + _masked_before(source, call.segments, found)
         ctx = prepare(call, redacted, norms, hits)
         foreign = metrics.unsupported_language(call)

@@ -1,8 +1,8 @@
 """Text normalisation for rule matching and PII detection, with a map back to the original.
 
 Rules and PII detectors see one canonical form of every segment: Simplified
-Chinese, NFKC (full-width → half-width), case-folded, punctuation turned into
-spaces, stray ASR spaces around Chinese characters removed, and spoken digits
+Chinese, NFKC (full-width → half-width), digits of every script as ASCII digits
+("٤١٥", "४१५" → "415"), case-folded, punctuation turned into spaces, stray ASR spaces around Chinese characters removed, and spoken digits
 turned into digits ("六二二二" → "6222", "三万五" → "35000", "four five three
 two" → "4532", "double five" → "55"). Evidence and redaction must be done on the
 original text, so every normalised character remembers the original range it came
@@ -43,6 +43,23 @@ _EN_REPEAT = {"double": 2, "triple": 3}
 _EN_HOMOPHONES = {"for": "4", "to": "2", "too": "2", "ate": "8", "won": "1", "o": "0"}
 _RUN_GAP = re.compile(r" ?[,.;:/-] ?")  # "four, five" / "4. 5": a pause between groups
 _ASCII_WORD = re.compile(r"[a-z]+|[0-9]+")
+
+
+def ascii_digits(text: str) -> str:
+    """``text`` with every character that has a digit value (Arabic-Indic ٤, Devanagari ४,
+    full-width ４, circled ④, superscript ⁴, ...) as its ASCII digit, one character for one, so
+    offsets into the result are offsets into ``text``."""
+    if text.isascii():
+        return text
+    return "".join(ch if ch.isascii() else str(unicodedata.digit(ch, ch)) for ch in text)
+
+
+def _ascii_decimal(text: str) -> str:
+    """Decimal digits of any script (Unicode category Nd: positional 0-9, as ASCII digits are) as
+    ASCII. NFKC has already turned full-width, circled and superscript digits into ASCII."""
+    if text.isascii():
+        return text
+    return "".join(str(unicodedata.decimal(ch)) if ch.isdecimal() else ch for ch in text)
 
 
 def is_cjk(ch: str) -> bool:
@@ -94,7 +111,8 @@ def normalize_phrase(phrase: str) -> str:
 
 
 def _char_pieces(text: str) -> list[_Piece]:
-    """Traditional → Simplified, NFKC and case folding, one original character at a time."""
+    """Traditional → Simplified, NFKC, digits of any script as ASCII and case folding, one
+    original character at a time (NFKC leaves Arabic-Indic or Devanagari digits as they are)."""
     simplified = to_simplified(text)
     if len(simplified) != len(text):  # a phrase conversion changed length: keep the map exact
         simplified = "".join(to_simplified(ch) or ch for ch in text)
@@ -102,7 +120,7 @@ def _char_pieces(text: str) -> list[_Piece]:
             simplified = text
     pieces: list[_Piece] = []
     for i, ch in enumerate(simplified):
-        folded = unicodedata.normalize("NFKC", ch).casefold()
+        folded = _ascii_decimal(unicodedata.normalize("NFKC", ch).casefold())
         for out in folded:
             pieces.append((" " if out.isspace() else out, i, i + 1))
     return pieces
@@ -249,7 +267,7 @@ def _convert_chinese_numerals(pieces: list[_Piece]) -> list[_Piece]:
     i = 0
     while i < len(pieces):
         j = i
-        # isdecimal, not isdigit: int() rejects digits such as "፩" that NFKC keeps.
+        # isdecimal, not isdigit: int() rejects digits such as "፩" (not decimal) that NFKC keeps.
         while j < len(pieces) and (pieces[j][0] in _ZH_NUMERAL_CHARS or pieces[j][0].isdecimal()):
             j += 1
         if j > i:

@@ -4,8 +4,9 @@ security and bank account numbers, a card's security code or PIN; and redaction.
 Detection runs on normalised text, so numbers spoken digit by digit ("六二二二…",
 "four five three two…") are found like written ones. Numbers are read in groups
 (people say cards in fours, phones in threes and fours), so a candidate is any run
-of digit groups separated by spaces, dashes or commas — also across consecutive
-segments of the same channel and role when the pause is short. Candidates are
+of digit groups separated by spaces, dashes or commas, in any script's digits — also across
+consecutive segments of the same channel and role when the pause is short, or when the number
+visibly carries on after a longer one (:mod:`pipeline.qa.pii_join`). Candidates are
 validated (Luhn; ISO 7064 MOD 11-2 and a real birth date; phone numbering plans)
 to keep order numbers and amounts out.
 
@@ -35,6 +36,7 @@ from dataclasses import dataclass
 
 from pipeline.qa.model import PIIType, SegmentText
 from pipeline.qa.normalize import Normalized
+from pipeline.qa.pii_join import INTERJECTIONS, MAX_JOIN_GAP_S, MIN_RESUME_DIGITS, channel_stream
 from pipeline.qa.spoken_numbers import cued_type
 
 PII_TYPES: tuple[PIIType, ...] = ("bank_card", "cn_resident_id", "phone", "us_ssn", "account_number", "card_secret")
@@ -45,7 +47,6 @@ REDACTION_LABEL: dict[PIIType, str] = {
 # no checksum: taken by cue or shape only
 UNCHECKED_TYPES: tuple[PIIType, ...] = ("us_ssn", "account_number", "card_secret")
 SSN_GROUPS = (3, 2, 4)  # how a social security number is written: 523-45-6789
-MAX_JOIN_GAP_S = 3.0  # a customer pausing mid-number splits it across segments
 MAX_NUMBER_DIGITS = 20  # longer than any card (19), resident ID (18) or E.164 number (15)
 MIN_NUMBER_DIGITS = 8  # shorter than any number taken (a '+' number of 8 digits)
 LIKELY_CONFIDENCE = 0.6  # a number taken by its shape, its checksum failed (ASR error)
@@ -61,6 +62,9 @@ _BRIDGE = re.compile(
     r"(?!.*\b(?:at|on|from|till|until|by|of|or|in|per|past|half)\b)(?!.*[年月日号点分秒元块到至])"
     r"(?: [a-z']{1,5}(?: [a-z']{1,5}){0,2} | ?[\u4e00-\u9fff]{1,2} ?)"
 )
+# or what the other party says while a number is read out ("go on", on a mono call), between two
+# pieces read in groups of MIN_RESUME_DIGITS or more ("4532 0151 go on 1283 0366", not "50 go on 20")
+_INTERJECTION_BRIDGE = re.compile(rf" ?(?:{INTERJECTIONS.pattern}) ?")
 _ID_WEIGHTS = tuple(pow(2, 17 - i, 11) for i in range(17))
 _ID_CHECK = "10x98765432"
 _CN_MOBILE = re.compile(r"1[3-9][0-9]{9}")
@@ -181,7 +185,7 @@ def find_pii(
     hits: list[PIIHit] = []
     for channel in sorted({s.channel for s in segments}):
         order = [i for i, s in enumerate(segments) if s.channel == channel]
-        stream, offsets = _channel_stream(segments, norms, order, max_join_gap_s)
+        stream, offsets = channel_stream(segments, norms, order, max_join_gap_s)
         groups = [
             _Group(m.start(), m.end(), m.group(2), m.group(1) == "+", m.group(3) == "x")
             for m in _GROUP.finditer(stream)
@@ -199,25 +203,6 @@ def find_pii(
             if kind in types:
                 hits.append(_hit(kind, first.start, last.end, segments, norms, offsets, BRIDGED_CONFIDENCE))
     return sorted(hits, key=lambda h: (h.start_s, h.type))
-
-
-def _channel_stream(
-    segments: Sequence[SegmentText], norms: Sequence[Normalized], order: list[int], max_gap_s: float
-) -> tuple[str, list[tuple[int, int]]]:
-    """One channel's normalised text; short same-role pauses join with a space, others break."""
-    parts: list[str] = []
-    offsets: list[tuple[int, int]] = []  # (stream offset, segment index)
-    pos = 0
-    for n, idx in enumerate(order):
-        if n:
-            prev = segments[order[n - 1]]
-            joined = prev.role == segments[idx].role and segments[idx].start_s - prev.end_s <= max_gap_s
-            parts.append(" " if joined else "\n")
-            pos += 1
-        offsets.append((pos, idx))
-        parts.append(norms[idx].text)
-        pos += len(norms[idx].text)
-    return "".join(parts), offsets
 
 
 def _chains(groups: list[_Group], stream: str) -> list[list[_Group]]:
@@ -239,10 +224,12 @@ def _bridged_numbers(untaken: list[list[_Group]], stream: str) -> list[tuple[_Gr
     then 20, then 100") are single numbers."""
     found: list[tuple[_Group, _Group, PIIType]] = []
     run: list[_Group] = []
+    last: list[_Group] = []  # the chain that ends the run
     joined, read_out = 0, False
     for chain in [*untaken, []]:
-        if chain and run and _BRIDGE.fullmatch(stream, run[-1].end, chain[0].start):
+        if chain and run and _bridges(last, chain, stream):
             run += chain
+            last = chain
             joined += 1
             read_out = read_out or len(chain) > 1
             continue
@@ -252,8 +239,16 @@ def _bridged_numbers(untaken: list[list[_Group]], stream: str) -> list[tuple[_Gr
                 found.append((run[0], run[-1], kind))
             else:
                 found += [(first, last, kind) for first, last, kind, _ in _cued_number(run, stream)]
-        run, joined, read_out = list(chain), 0, len(chain) > 1
+        run, last, joined, read_out = list(chain), chain, 0, len(chain) > 1
     return found
+
+
+def _bridges(before: list[_Group], after: list[_Group], stream: str) -> bool:
+    """May the text between these two chains be inside one number (see _BRIDGE)?"""
+    if _BRIDGE.fullmatch(stream, before[-1].end, after[0].start):
+        return True
+    pieces = (sum(len(g.digits) for g in before), sum(len(g.digits) for g in after))
+    return min(pieces) >= MIN_RESUME_DIGITS and bool(_INTERJECTION_BRIDGE.fullmatch(stream, before[-1].end, after[0].start))
 
 
 _Number = tuple[int, int, PIIType, float]  # first group, last group, type, confidence
@@ -403,7 +398,8 @@ def _hit(
     for seg_start, idx in offsets:
         seg_end = seg_start + len(norms[idx].text)
         lo, hi = max(start, seg_start), min(end, seg_end)
-        if lo < hi:
+        # a segment with no digit of the number ("go on" between its halves) keeps its words
+        if lo < hi and any(ch.isdigit() for ch in norms[idx].text[lo - seg_start : hi - seg_start]):
             o_start, o_end = norms[idx].original_span(lo - seg_start, hi - seg_start)
             parts.append((idx, o_start, o_end))
     first, last = segments[parts[0][0]], segments[parts[-1][0]]

@@ -14,7 +14,7 @@ from pipeline.asr.numbers import (
     worth_digits_only,
 )
 from pipeline.asr.transcript import Segment
-from pipeline.stages.redaction import _LONG_DIGIT_RUN
+from pipeline.qa.backstop import LONG_DIGIT_RUN
 
 
 def seg(channel: int, start: float, end: float, text: str, language: str = "en") -> Segment:
@@ -123,9 +123,9 @@ def test_redaction_backstop_masks_card_length_runs_as_asr_writes_them() -> None:
         "6264-7516-3654-6299",
         "626475163654",
     ):
-        assert _LONG_DIGIT_RUN.fullmatch(text), text
+        assert LONG_DIGIT_RUN.fullmatch(text), text
     for text in ("4, 5, 1, 2", "2024-03-15", "1,280.50", "12 28 123"):
-        assert not _LONG_DIGIT_RUN.search(text), text
+        assert not LONG_DIGIT_RUN.search(text), text
 
 
 def test_a_decoder_loop_is_cut_after_its_first_copy() -> None:

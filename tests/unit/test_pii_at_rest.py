@@ -7,6 +7,12 @@ import json
 import stat
 from pathlib import Path
 
+import orjson
+import pytest
+
+from pipeline.asr.audio import CallAudio
+from pipeline.asr.transcript import CallTranscript
+from pipeline.asr.transcript import Segment as AsrSegment
 from pipeline.config import Settings, write_env_file
 from pipeline.events import DeadLetter, ModelInfo, ObjectRef, Segment, Transcript, decode, encode
 from pipeline.stages.redaction import redact_transcript
@@ -145,3 +151,100 @@ def test_a_transcript_whose_redaction_fails_is_dead_lettered_not_published(worke
     assert worker._commit(*fetch(worker, (0, 0)))
     [(topic, _, value)] = worker.committer.producer.produced
     assert topic == worker.dlq_topic and decode(value, DeadLetter).reason == "internal_error"
+
+
+def _digit_values(text: str) -> list[int]:
+    """Every character that reads as a digit, whatever its script (४, ٤, ４, ④, ⁴, 𝟒)."""
+    import unicodedata
+
+    return [v for ch in text if (v := unicodedata.digit(ch, -1)) >= 0]
+
+
+@pytest.mark.parametrize(
+    "digits",
+    ["2345 6789 0123", "٢٣٤٥ ٦٧٨٩ ٠١٢٣", "२३४५ ६७८९ ०१२३", "２３４５ ６７８９ ０１２３", "②③④⑤ ⑥⑦⑧⑨ ⓪①②③",
+     "²³⁴⁵ ⁶⁷⁸⁹ ⁰¹²³", "𝟐𝟑𝟒𝟓 𝟔𝟕𝟖𝟗 𝟎𝟏𝟐𝟑"],
+)
+def test_the_backstop_masks_a_long_digit_run_of_any_script(digits: str) -> None:
+    # twelve digits no detector takes (no cue, no checksum, no phone plan): only the backstop masks them
+    t = redact_transcript(call((f"the reference is {digits} okay", 1.0, 5.0)))
+    assert text_of(t) == "the reference is [NUMBER] okay"
+
+
+class ScriptedEngine(FakeEngine):
+    """Says the segments ``texts[call_id]`` gives: (channel, start_s, end_s, text)."""
+
+    @staticmethod
+    def _say(call: CallAudio, texts: dict) -> CallTranscript:  # type: ignore[override]
+        segments = [AsrSegment(role=call.roles[ch], channel=ch, start_s=a, end_s=b, text=text)
+                    for ch, a, b, text in texts[call.call_id]]
+        duration_s = call.samples.shape[1] / call.sample_rate
+        return CallTranscript(call.call_id, segments, dict.fromkeys(range(len(call.roles)), "en"), "fake", "1",
+                              {"asr_s": 0.0}, duration_s)
+
+
+AT_REST_CALLS = {
+    "stereo": [
+        (1, 1.0, 3.0, "call me on ٤١٥ ٥٥٥ ٢٦٧١"),
+        (1, 4.0, 6.0, "my card is ४५३२ ०१५१ १२८३ ०३६६"),
+        (1, 7.0, 9.0, "my social is ٥٢٣-٤٥-٦٧٨٩ and the cvv is १२٣"),
+        (1, 10.0, 12.0, "it's 4532 0151"),  # the agent reads it back, the customer resumes 5 s later
+        (0, 12.5, 16.5, "four five three two, zero one five one, yes, go on"),
+        (1, 17.0, 19.0, "1283 0366"),
+        (1, 20.0, 22.0, "the reference is ②③④⑤ ⑥⑦⑧⑨ ⓪①②③"),
+    ],
+    "mono": [
+        (0, 1.0, 3.0, "it's 4532 0151"),
+        (0, 3.5, 4.0, "go on"),
+        (0, 4.5, 6.5, "1283 0366 and my mobile is ４１５ ５５５ ２６７１"),
+    ],
+}
+CLEAR = ("4532", "0151", "1283", "0366", "2671", "6789")  # ASCII digit groups of the numbers said
+
+
+def test_no_digits_of_any_script_at_rest_after_an_embedded_run(tmp_path: Path) -> None:
+    import numpy as np
+    import soundfile as sf
+
+    from pipeline.adapters.file_store import FileStore
+    from pipeline.qa import QAEngine
+    from pipeline.run.embedded import FINDINGS, TRANSCRIPTS, EmbeddedRunner, RunOptions
+    from pipeline.stages.batching import BatchBudget
+    from pipeline.stages.routing import Buckets
+
+    rng = np.random.default_rng(0)
+    (tmp_path / "in").mkdir()
+    for name, channels in (("stereo", 2), ("mono", 1)):  # channels differ: a copied pair would merge into one
+        sf.write(tmp_path / "in" / f"{name}.wav", rng.normal(0, 0.01, (8000 * 24, channels)), 8000)
+    opts = RunOptions(out_dir=tmp_path / "out", buckets=Buckets((30.0, 120.0), ("short", "medium", "long")),
+                      budget=BatchBudget(8, 240.0), metadata={"roles": "left=agent,right=customer"})
+    runner = EmbeddedRunner(opts, FileStore(), ScriptedEngine(texts=AT_REST_CALLS), QAEngine.from_paths())
+    summary = runner.run([FileStore.ref_for(p) for p in sorted((tmp_path / "in").iterdir())],
+                         lambda calls: lambda finished: None)
+    assert summary.transcribed == 2
+    transcripts = [decode(line, Transcript) for line in (opts.out_dir / TRANSCRIPTS).read_bytes().splitlines()]
+    said = [s.text for t in transcripts for s in t.segments]
+    assert "go on" in said and any("[CARD]" in s for s in said)  # the words stay, the numbers go
+    for name in (TRANSCRIPTS, FINDINGS, "report.html"):
+        text = (opts.out_dir / name).read_text()
+        assert not [ch for ch in text if not ch.isascii() and _digit_values(ch)], name  # no digit of another script
+        assert not [group for group in CLEAR if group in text], name
+    findings = [orjson.loads(line) for line in (opts.out_dir / FINDINGS).read_bytes().splitlines()]
+    assert {f["call_id"]: sorted({p["type"] for p in f["pii"]}) for f in findings} == {
+        "stereo": ["bank_card", "card_secret", "phone", "us_ssn"], "mono": ["bank_card", "phone"]}
+
+
+def test_qa_on_a_raw_transcript_quotes_no_long_digit_run() -> None:
+    # a transcript not redacted by a worker (raw, or written before 1.1): the QA stage's evidence
+    # and redacted copy get the same backstop as the published transcript
+    from pipeline.qa import QAEngine
+
+    raw = Transcript(call_id="c", object=ObjectRef(bucket="b", key="c.wav"), duration_s=60.0, channels=2,
+                     segments=[Segment(role="agent", channel=0, start_s=1.0, end_s=6.0,
+                                       text="This fund has guaranteed returns, your reference is ٢٣٤٥ ٦٧٨٩ ٠١٢٣.")],
+                     model=ModelInfo(name="m", version="1"))
+    result = QAEngine.from_paths().evaluate(raw)
+    evidence = [f.evidence for f in result.findings if f.evidence]
+    assert evidence and [s.text for s in result.redacted_segments] == [
+        "This fund has guaranteed returns, your reference is [NUMBER]."]
+    assert not [e for e in evidence if _digit_values(e)], evidence

@@ -52,6 +52,14 @@ def test_phrases_normalise_like_transcripts():
     assert normalize_phrase("No Risk") == "no risk"
 
 
+def test_decimal_digits_of_every_script_become_ascii_and_map_back():
+    norm = normalize("رقمي ٤١٥-٥٥٥ और ४२ ４５")
+    assert norm.text == "رقمي 415 555 और 42 45"
+    i = norm.text.index("415")
+    assert norm.original[slice(*norm.original_span(i, i + 3))] == "٤١٥"
+    assert normalize("一二٣四").text == "1234"  # a digit of another script inside a Chinese run
+
+
 def test_digits_int_cannot_read_are_left_as_they_are():
     # "፩" (Ethiopic one) is a Unicode digit that NFKC keeps and int() rejects.
     assert normalize("十፩").text == "10፩"
