@@ -57,8 +57,9 @@ def create_app(settings: Settings, app_id: str = "callqa-qa", health: StageHealt
     findings = app.topic(settings.topic("qa.findings"), key_serializer="raw", value_serializer="raw")
     dlq = app.topic(settings.topic("qa.dlq"), key_serializer="raw", value_serializer="raw")
     limits = MessageLimits.from_catalog(load_catalog(settings.bucket_names))
-    watch_health(app, health, transcripts.get_topic_name())
-    stop_transactions_of_lost_partitions(app, transcripts.get_topic_name())
+    watch_health(app, health, settings.topic("asr.transcripts"))
+    for name in (settings.topic("asr.transcripts"), retry_name):
+        stop_transactions_of_lost_partitions(app, name)
 
     @app.agent(transcripts)
     async def evaluate(stream: faust.Stream) -> None:

@@ -81,7 +81,8 @@ def create_app(settings: Settings, app_id: str = "callqa-router", health: StageH
     # Progress stamps on routed calls (what `callqa lag` reads); totals resume from the topics.
     progress = recover_progress(settings, list(bucket_names.values()))
     watch_health(app, health, arrivals_name)
-    stop_transactions_of_lost_partitions(app, arrivals_name)
+    for name in (arrivals_name, retry_name):
+        stop_transactions_of_lost_partitions(app, name)
 
     @app.on_partitions_revoked.connect
     async def _markers_revoked(sender: object, revoked: set, **_: object) -> None:
