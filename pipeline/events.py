@@ -22,7 +22,8 @@ from pipeline.lineage import lineage_of, replay_id_of
 
 # 1.1: optional replay_id (RoutedCall, Transcript, QAResult); Transcript.redacted + pii
 # 1.2: replay_id is a lineage (each replaying stage adds its id, see pipeline.lineage); replay_lineage;
-#      Transcript.language_probabilities + unsupported_language; QAResult.judged + unsupported_language
+#      Transcript.language_probabilities + unsupported_language; QAResult.judged + unsupported_language;
+#      DeadLetter headers, group, replay_id, truncated, original_payload_bytes; reason object_changed
 SCHEMA_VERSION = "1.2"
 SUPPORTED_MAJOR = 1
 
@@ -244,6 +245,7 @@ ReasonCode = Literal[
 class DeadLetter(Event):
     """An input a stage could not process, with the reason and the original bytes, never lost."""
 
+    # 1.2: optional headers, group, replay_id, truncated, original_payload_bytes (readers of 1.x drop them)
     reason: ReasonCode
     message: str
     stage: Literal["router", "asr", "qa"]
@@ -252,6 +254,14 @@ class DeadLetter(Event):
     original_key: str | None = None
     original_payload_b64: str
     failed_at: datetime = Field(default_factory=utc_now)
+    # The input's processing headers (replay generation, ...), sent back with a redrive.
+    headers: dict[str, str] = Field(default_factory=dict)
+    group: str | None = None  # the consumer group that failed the input; a redrive goes back to it alone
+    replay_id: str | None = None  # the replay id that group ran with (None: the live run)
+    # Over its topic's limit the letter carries the head of message and payload: the whole input is
+    # at ``source`` (while the topic keeps it); original_payload_bytes is its full size.
+    truncated: bool = False
+    original_payload_bytes: int | None = Field(default=None, ge=0)
 
     @classmethod
     def of(cls, *, payload: bytes | None, key: bytes | None, **fields: Any) -> DeadLetter:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import faust
 from faust.sensors import Monitor
@@ -19,6 +21,7 @@ from pipeline.ops.health import StageHealth
 from pipeline.stages.sizes import MessageLimits
 
 log = get_logger("callqa.faust")
+EXIT_SEND_FAILED = 70  # EX_SOFTWARE: an output or dead letter the broker did not take
 
 
 def create_faust_app(settings: Settings, app_id: str, topic_partitions: int | None = None) -> faust.App:
@@ -132,12 +135,34 @@ def _transactional_id(app: faust.App, topic: str, partition: int) -> str:
 async def send_in_source_transaction(app: faust.App, source: faust.types.Message, topic: str,
                                      key: bytes | None, value: bytes, partition: int | None = None,
                                      headers: list[tuple[str, bytes]] | None = None) -> None:
-    """Produce inside the transaction of the source partition, beside its offsets and table writes.
+    """Produce inside the transaction of the source partition, beside its offsets and table writes,
+    and wait until the broker has it: a stage that cannot write an output or a letter stops.
 
     Faust's own ``topic.send`` picks the transaction by the *destination* partition, which
     is only right when input and output are co-partitioned with the same partitioner; the
     router chooses output partitions by load, and a SIGKILL test showed duplicates that way.
     This keeps each output, its table writes and its input offset in one transaction.
+
+    The send's future is awaited before the agent takes the next event (which acks this one):
+    left alone, a refused send (e.g. MessageSizeTooLargeError) was only an unretrieved future
+    at shutdown while the input's offset was committed. On failure the process exits at once,
+    so neither Faust's ack-and-skip nor its commit at shutdown can move past the input; the
+    open transaction is aborted when the restarted stage's producer fences it (or it times out).
     """
     transactional_id = _transactional_id(app, source.topic, source.partition)
-    await app.producer.send(topic, key, value, partition, None, headers, transactional_id=transactional_id)
+    try:
+        delivery = await app.producer.send(topic, key, value, partition, None, headers,
+                                           transactional_id=transactional_id)
+        await delivery
+    except Exception as exc:  # noqa: BLE001 - any failure: the input must not be committed
+        halt(f"{type(exc).__name__}: {exc}", topic=topic, bytes=len(value), source_topic=source.topic,
+             source_partition=source.partition, source_offset=source.offset)
+
+
+def halt(error: str, **context: object) -> NoReturn:
+    """Stop the process now, without Faust's shutdown (which acks and commits)."""
+    log.error("output_send_failed", error=error, action="stage stops; the input is read again on restart",
+              **context)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(EXIT_SEND_FAILED)

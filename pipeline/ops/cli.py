@@ -178,7 +178,7 @@ def dlq_redrive(
     max_attempts: Annotated[Optional[int], typer.Option(help="Park at this many attempts (default: settings).")] = None,
     dry_run: Annotated[bool, typer.Option(help="Show what would happen; change nothing.")] = False,
 ) -> None:
-    """Send the selected letters' payloads back to their source topic (or park them at the maximum)."""
+    """Send the selected letters' payloads to the failing group's retry topic (or park them at the maximum)."""
     from pipeline.ops.dlq import plan_redrive
     from pipeline.ops.dlq_kafka import execute, read_letters
 
@@ -187,9 +187,10 @@ def dlq_redrive(
         raise typer.BadParameter("select letters: --id, --reason, --key, --since or --until")
     selection = _selection(letter_id, reason, key, since, until, False)
     actions = plan_redrive(read_letters(cfg, tuple(stage or ("router", "asr", "qa"))), selection,
-                           max_attempts or cfg.dlq_max_attempts)
+                           max_attempts or cfg.dlq_max_attempts, cfg.topic_prefix)
     for action in actions:
-        target = f" -> {action.topic}[{action.partition}]" if action.kind == "redrive" else ""
+        where = "" if action.partition is None else f"[{action.partition}]"
+        target = f" -> {cfg.topic(action.topic or '')}{where}" if action.kind == "redrive" else ""
         typer.echo(f"{action.kind}: {action.stored.id} ({action.stored.letter.reason}, "
                    f"key {action.stored.letter.original_key}){target}: {action.why}")
     if not dry_run:

@@ -1,11 +1,20 @@
 """Dead letters for operators (pure): selection, decoding for display, and the redrive plan.
 
-A letter is identified by where it sits: ``<dlq topic>:<partition>:<offset>``. A redrive sends
-the original payload back to its source topic and partition with the ``callqa-redrive-attempt``
-header set to the letter's attempt count; a stage that fails it again writes a new letter with
-one attempt more. A letter already at ``max_attempts`` is parked (``dlq.parked``) instead of
-looping. Either way a marker on the compacted ``dlq.handled`` topic records that the letter is
-dealt with, so a second redrive of the same selection does nothing.
+A letter is identified by where it sits: ``<dlq topic>:<partition>:<offset>``. It records the
+consumer group that failed its input (and that group's replay id) and the input's processing
+headers (:data:`pipeline.ops.headers.PROCESSING`, e.g. the replay generation).
+
+A redrive sends the original payload to the failing stage's retry topic (``router.retry``,
+``asr.retry``, ``qa.retry``), never back into a shared topic such as ``asr.transcripts``: every
+group of the stage reads its retry topic beside its input, and only the group named in the
+record's ``callqa-retry-group`` header processes it. The record carries the letter's headers
+back, plus ``callqa-redrive-attempt`` (the letter's attempt count); a stage that fails it again
+writes a new letter with one attempt more. A router letter goes to the retry partition of its
+arrival's partition number (``router.retry`` is co-partitioned with ``audio.arrivals``, like the
+de-dup markers). A letter already at ``max_attempts`` is parked (``dlq.parked``) instead of
+looping; a truncated letter (its input was too large for a letter) is skipped: the input is at
+its source position. Either way a marker on the compacted ``dlq.handled`` topic records that
+the letter is dealt with, so a second redrive of the same selection does nothing.
 """
 
 from __future__ import annotations
@@ -19,7 +28,12 @@ from typing import Any, Literal
 import orjson
 
 from pipeline.events import DeadLetter
-from pipeline.ops.headers import REDRIVE_ATTEMPT
+from pipeline.ops.headers import REDRIVE_ATTEMPT, RETRY_GROUP, HeadersLike, int_header, processing_headers
+
+Stage = Literal["router", "asr", "qa"]
+RETRY_TOPICS: dict[str, str] = {"router": "router.retry", "asr": "asr.retry", "qa": "qa.retry"}
+# The groups a stage runs as unless told otherwise: a letter of schema 1.1 does not name its group.
+DEFAULT_GROUPS = {"router": "callqa-router", "qa": "callqa-qa"}
 
 
 @dataclass(frozen=True)
@@ -73,26 +87,51 @@ class Action:
     why: str = ""
 
 
-def plan_redrive(letters: list[StoredLetter], selection: Selection, max_attempts: int) -> list[Action]:
+def failing_group(letter: DeadLetter, topic_prefix: str = "") -> str | None:
+    """The group to redrive to: the letter's own, or (a 1.x letter without one) the stage's default
+    group; for ASR that is ``<prefix>asr-<bucket>`` of the bucket topic the letter came from."""
+    if letter.group:
+        return letter.group
+    if letter.stage != "asr":
+        return DEFAULT_GROUPS[letter.stage]
+    marker = "audio.bucket."
+    if letter.source is None or marker not in letter.source.topic:
+        return None
+    return f"{topic_prefix}asr-{letter.source.topic.rsplit(marker, 1)[1]}"
+
+
+def plan_redrive(letters: list[StoredLetter], selection: Selection, max_attempts: int,
+                 topic_prefix: str = "") -> list[Action]:
+    """What to do with each selected letter; ``topic`` is a catalog name (the caller adds the prefix)."""
     actions = []
     for stored in letters:
         if not selection.matches(stored):
             continue
         letter = stored.letter
-        if letter.source is None:
+        group = failing_group(letter, topic_prefix)
+        if letter.source is None or group is None:
             actions.append(Action("skip", stored, why="the letter does not say where its payload came from"))
+        elif letter.truncated:
+            actions.append(Action("skip", stored, why=(
+                f"truncated letter ({letter.original_payload_bytes} bytes of input): read the input at "
+                f"{letter.source.topic}[{letter.source.partition}]@{letter.source.offset}")))
         elif letter.attempts >= max_attempts:
             actions.append(Action("park", stored, why=f"{letter.attempts} attempts, the maximum is {max_attempts}"))
         else:
-            actions.append(Action("redrive", stored, letter.source.topic, letter.source.partition,
-                                  [(REDRIVE_ATTEMPT, str(letter.attempts).encode())],
-                                  why=f"attempt {letter.attempts + 1} of {max_attempts}"))
+            headers = [*((k, v.encode()) for k, v in sorted(letter.headers.items())),
+                       (REDRIVE_ATTEMPT, str(letter.attempts).encode()), (RETRY_GROUP, group.encode())]
+            # router.retry is co-partitioned with audio.arrivals (the de-dup markers); elsewhere the key decides
+            partition = letter.source.partition if letter.stage == "router" else None
+            actions.append(Action("redrive", stored, RETRY_TOPICS[letter.stage], partition, headers,
+                                  why=f"attempt {letter.attempts + 1} of {max_attempts}, group {group}"))
     return actions
 
 
-def with_attempts(letter: DeadLetter, redrive_attempt: int) -> DeadLetter:
-    """The letter for an input that arrived as redrive number ``redrive_attempt`` (0: first try)."""
-    return letter.model_copy(update={"attempts": redrive_attempt + 1}) if redrive_attempt else letter
+def stamped(letter: DeadLetter, headers: HeadersLike, group: str, replay_id: str | None = None) -> DeadLetter:
+    """The letter a stage writes for an input that came with ``headers``: the attempt count
+    (``callqa-redrive-attempt`` + 1), the processing headers to send back, who failed it."""
+    return letter.model_copy(update={"attempts": int_header(headers, REDRIVE_ATTEMPT) + 1,
+                                     "headers": processing_headers(headers), "group": group, "replay_id": replay_id})
 
 
 def decoded_payload(letter: DeadLetter) -> Any:

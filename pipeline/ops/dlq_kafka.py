@@ -13,10 +13,12 @@ from datetime import UTC, datetime
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
+from pipeline.catalog import load_catalog
 from pipeline.config import Settings
 from pipeline.errors import DecodeError, StackError
 from pipeline.events import DeadLetter, decode, encode
-from pipeline.ops.dlq import Action, StoredLetter
+from pipeline.ops.dlq import RETRY_TOPICS, Action, StoredLetter
+from pipeline.stages.sizes import MessageLimits
 
 DLQ_TOPICS = ("router.dlq", "asr.dlq", "qa.dlq")
 
@@ -70,18 +72,24 @@ def execute(settings: Settings, actions: list[Action]) -> None:
     todo = [a for a in actions if a.kind in ("redrive", "park")]
     if not todo:
         return
+    limits = MessageLimits.from_catalog(load_catalog(settings.bucket_names))
+    largest = limits.producer_max_bytes([*RETRY_TOPICS.values(), "dlq.parked"])  # a transcript is up to 8 MiB
     producer = Producer({**settings.kafka_common(), "transactional.id": settings.topic("callqa-dlq-redrive"),
-                         "enable.idempotence": True})
+                         "enable.idempotence": True, "message.max.bytes": largest})
     producer.init_transactions(30)
     producer.begin_transaction()
     now = datetime.now(UTC).isoformat(timespec="seconds")
     for action in todo:
         letter = action.stored.letter
         key = letter.original_key.encode() if letter.original_key else None
-        if action.kind == "redrive":
-            producer.produce(action.topic, letter.original_payload, key, partition=action.partition,
-                             headers=action.headers)
+        if action.kind == "redrive":  # to the stage's retry topic: see pipeline.ops.dlq
+            target = settings.topic(action.topic or "")
+            if action.partition is None:
+                producer.produce(target, letter.original_payload, key, headers=action.headers)
+            else:
+                producer.produce(target, letter.original_payload, key, partition=action.partition,
+                                 headers=action.headers)
         else:
             producer.produce(settings.topic("dlq.parked"), encode(letter), key)
         producer.produce(settings.topic("dlq.handled"), f"{action.kind} {now}".encode(), action.stored.id.encode())
-    producer.commit_transaction(60)
+    producer.commit_transaction(60)  # raises when any record above was refused: then nothing is marked

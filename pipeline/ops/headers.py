@@ -11,7 +11,9 @@ backlog of a consumer group costs two single-record reads per partition (at the 
 offset and just before the end offset), never a scan. See :mod:`pipeline.ops.backlog`.
 
 Redrive and replay markers: ``callqa-redrive-attempt`` (the how-many-th redrive of a dead
-letter's payload) and ``callqa-replay-generation`` (an arrival re-routed past the de-dup markers).
+letter's payload), ``callqa-replay-generation`` (an arrival re-routed past the de-dup markers)
+and ``callqa-retry-group`` (on a ``<stage>.retry`` record: the one consumer group that takes it).
+A dead letter keeps the input's :data:`PROCESSING` headers and a redrive sends them back.
 """
 
 from __future__ import annotations
@@ -24,6 +26,11 @@ CUM_CALLS = "callqa-cum-calls"
 AUDIO = "callqa-audio-s"
 REDRIVE_ATTEMPT = "callqa-redrive-attempt"
 REPLAY_GENERATION = "callqa-replay-generation"
+RETRY_GROUP = "callqa-retry-group"
+# Headers that change how a stage processes an input (so a dead letter keeps them for its redrive).
+# Not the progress stamps: a redriven record is not part of a bucket partition's totals.
+PROCESSING = (REPLAY_GENERATION,)
+MAX_HEADER_CHARS = 256  # a kept header value longer than this is not one callqa wrote
 
 HeadersLike = Mapping[str, bytes | str | None] | Iterable[tuple[str, bytes | str | None]] | None
 
@@ -46,6 +53,18 @@ def int_header(headers: HeadersLike, name: str, default: int = 0) -> int:
         return int(value) if value is not None else default
     except ValueError:
         return default
+
+
+def processing_headers(headers: HeadersLike) -> dict[str, str]:
+    """The input's headers a dead letter keeps (see :data:`PROCESSING`)."""
+    kept = {name: header(headers, name) for name in PROCESSING}
+    return {k: v[:MAX_HEADER_CHARS] for k, v in kept.items() if v is not None}
+
+
+def addressed_to(headers: HeadersLike, group: str) -> bool:
+    """Whether a ``<stage>.retry`` record is for this consumer group (each group of a stage reads the
+    retry topic; only the group that failed the input processes it, the others pass it by)."""
+    return header(headers, RETRY_GROUP) == group
 
 
 @dataclass(frozen=True)

@@ -25,8 +25,8 @@ from pipeline.catalog import load_catalog
 from pipeline.config import Settings
 from pipeline.events import SourcePosition, encode
 from pipeline.logs import get_logger
-from pipeline.ops.dlq import with_attempts
-from pipeline.ops.headers import REDRIVE_ATTEMPT, int_header
+from pipeline.ops.dlq import stamped
+from pipeline.ops.headers import addressed_to
 from pipeline.ops.health import StageHealth
 from pipeline.qa import QAEngine
 from pipeline.stages.outcomes import Dead
@@ -39,45 +39,49 @@ FINDINGS = Counter("callqa_qa_findings_total", "Findings", ["rule_id", "severity
 DEAD = Counter("callqa_qa_dead_lettered_total", "Transcripts dead-lettered")
 
 
-def output_of(outcome: QaOutcome, key: bytes | None) -> tuple[Literal["findings", "dlq"], bytes | None, bytes]:
-    """Where an outcome goes: (qa.findings or qa.dlq, key, value)."""
+def output_of(outcome: QaOutcome, key: bytes | None, limits: MessageLimits | None = None) -> tuple[
+        Literal["findings", "dlq"], bytes | None, bytes]:
+    """Where an outcome goes: (qa.findings or qa.dlq, key, value); a letter is cut to fit qa.dlq."""
     if isinstance(outcome, Evaluated):
         return "findings", outcome.result.call_id.encode(), encode(outcome.result)
-    return "dlq", key, encode(outcome.letter)
+    return "dlq", key, limits.letter("qa.dlq", key, outcome.letter) if limits else encode(outcome.letter)
 
 
 def create_app(settings: Settings, app_id: str = "callqa-qa", health: StageHealth | None = None,
                replay_id: str | None = None) -> faust.App:
     stage = QaStage(QAEngine.from_paths(list(settings.qa_rule_packs)))  # a bad pack fails here, at start
     app = create_faust_app(settings, app_id)
-    transcripts = app.topic(settings.topic("asr.transcripts"), key_type=bytes, value_type=bytes,
+    retry_name = settings.topic("qa.retry")  # redriven letters: only the group that failed one takes it
+    transcripts = app.topic(settings.topic("asr.transcripts"), retry_name, key_type=bytes, value_type=bytes,
                             key_serializer="raw", value_serializer="raw")
     findings = app.topic(settings.topic("qa.findings"), key_serializer="raw", value_serializer="raw")
     dlq = app.topic(settings.topic("qa.dlq"), key_serializer="raw", value_serializer="raw")
     limits = MessageLimits.from_catalog(load_catalog(settings.bucket_names))
-    watch_health(app, health, transcripts.get_topic_name())
-    stop_transactions_of_lost_partitions(app, transcripts.get_topic_name())
+    watch_health(app, health, settings.topic("asr.transcripts"))
+    for name in (settings.topic("asr.transcripts"), retry_name):
+        stop_transactions_of_lost_partitions(app, name)
 
     @app.agent(transcripts)
     async def evaluate(stream: faust.Stream) -> None:
         loop = asyncio.get_running_loop()
         async for event in stream.events():
             msg = event.message
+            if msg.topic == retry_name and not addressed_to(event.headers, app_id):
+                continue  # a redrive for another QA group (a replay's, or the live one's)
             bound = log.bind(topic=msg.topic, partition=msg.partition, offset=msg.offset)
             source = SourcePosition(topic=msg.topic, partition=msg.partition, offset=msg.offset)
             started = time.perf_counter()
             # Off the event loop: a heavy call must not stall heartbeats. It never raises.
             outcome = await loop.run_in_executor(None, stage.evaluate_payload, event.value, event.key, source,
                                                  replay_id)
-            where, key, value = output_of(outcome, event.key)
+            where, key, value = output_of(outcome, event.key, limits)
             if where == "findings" and not limits.fits("qa.findings", key, value):
                 outcome = Dead(too_large_letter(stage="qa", topic=findings.get_topic_name(), size_bytes=len(value),
                                                 limit_bytes=limits.limit("qa.findings"), payload=event.value,
                                                 key=event.key, source=source))
-                where, key, value = output_of(outcome, event.key)
-            if isinstance(outcome, Dead):  # a redriven input keeps counting its attempts
-                outcome = Dead(with_attempts(outcome.letter, int_header(event.headers, REDRIVE_ATTEMPT)))
-                where, key, value = output_of(outcome, event.key)
+            if isinstance(outcome, Dead):  # who failed it, its attempts and headers (for a redrive)
+                outcome = Dead(stamped(outcome.letter, event.headers, app_id, replay_id))
+                where, key, value = output_of(outcome, event.key, limits)
             topic = findings if where == "findings" else dlq
             await send_in_source_transaction(app, msg, topic.get_topic_name(), key, value)
             if isinstance(outcome, Dead):

@@ -40,8 +40,8 @@ from pipeline.config import Settings
 from pipeline.errors import StackError
 from pipeline.events import SourcePosition, encode
 from pipeline.logs import get_logger
-from pipeline.ops.dlq import with_attempts
-from pipeline.ops.headers import REDRIVE_ATTEMPT, REPLAY_GENERATION, int_header
+from pipeline.ops.dlq import stamped
+from pipeline.ops.headers import REPLAY_GENERATION, addressed_to, int_header
 from pipeline.ops.health import StageHealth
 from pipeline.ops.lag_kafka import recover_progress
 from pipeline.run.router_markers import MarkerLoader
@@ -67,10 +67,14 @@ def create_app(settings: Settings, app_id: str = "callqa-router", health: StageH
     arrivals_name = settings.arrivals
     bucket_names = {b: settings.topic(f"audio.bucket.{b}") for b in settings.bucket_names}
     seen_topic = settings.topic("router.seen")
+    retry_name = settings.topic("router.retry")  # redriven letters, co-partitioned like the markers
     # Read once at start: partitions added later are used after a restart.
-    partition_counts = topic_partitions(settings, [*bucket_names.values(), arrivals_name, seen_topic])
+    partition_counts = topic_partitions(settings, [*bucket_names.values(), arrivals_name, seen_topic, retry_name])
     check_co_partitioned(partition_counts, arrivals_name, seen_topic)
-    arrivals = app.topic(arrivals_name, key_type=bytes, value_type=bytes,
+    check_co_partitioned(partition_counts, arrivals_name, retry_name)
+    # One agent over both: Faust assigns co-partitioned topics by partition number together, so
+    # the router owning arrivals partition p (and its markers) also takes router.retry partition p.
+    arrivals = app.topic(arrivals_name, retry_name, key_type=bytes, value_type=bytes,
                          key_serializer="raw", value_serializer="raw")
     bucket_topics = {
         name: app.topic(topic, key_serializer="raw", value_serializer="raw") for name, topic in bucket_names.items()
@@ -81,7 +85,8 @@ def create_app(settings: Settings, app_id: str = "callqa-router", health: StageH
     # Progress stamps on routed calls (what `callqa lag` reads); totals resume from the topics.
     progress = recover_progress(settings, list(bucket_names.values()))
     watch_health(app, health, arrivals_name)
-    stop_transactions_of_lost_partitions(app, arrivals_name)
+    for name in (arrivals_name, retry_name):
+        stop_transactions_of_lost_partitions(app, name)
 
     on_commit(app, markers.on_committed)  # a marker is known once the transaction holding it committed
 
@@ -116,7 +121,8 @@ def create_app(settings: Settings, app_id: str = "callqa-router", health: StageH
             msg = event.message
             position = SourcePosition(topic=msg.topic, partition=msg.partition, offset=msg.offset)
             started = time.perf_counter()
-            attempt = int_header(event.headers, REDRIVE_ATTEMPT)  # a dead letter's payload sent again
+            if msg.topic == retry_name and not addressed_to(event.headers, app_id):
+                continue  # a redrive for another router group
             generation = int_header(event.headers, REPLAY_GENERATION)
             seen = await markers.seen(msg.partition)  # routing waits until the partition's markers are in
             outcome = await loop.run_in_executor(None, router.route, event.value, event.key, seen, position,
@@ -146,12 +152,12 @@ def create_app(settings: Settings, app_id: str = "callqa-router", health: StageH
                            out_partition=outcome.partition, duration_s=round(call.duration_s, 2),
                            probe_ms=call.probe_ms, total_ms=round((time.perf_counter() - started) * 1000, 2))
             elif isinstance(outcome, Dead):
-                letter = with_attempts(outcome.letter, attempt)
-                outcome = Dead(letter)
-                await send_in_source_transaction(app, msg, dlq.get_topic_name(), event.key, encode(letter), None)
-                DEAD.labels(outcome.letter.reason).inc()
-                bound.warning("arrival_dead_lettered", reason=outcome.letter.reason,
-                              message=outcome.letter.message)
+                letter = stamped(outcome.letter, event.headers, app_id)
+                value = limits.letter("router.dlq", event.key, letter)
+                await send_in_source_transaction(app, msg, dlq.get_topic_name(), event.key, value, None)
+                DEAD.labels(letter.reason).inc()
+                bound.warning("arrival_dead_lettered", reason=letter.reason, message=letter.message[:2000],
+                              letter_bytes=len(value))
             elif isinstance(outcome, Skipped):
                 SKIPPED.labels(outcome.why).inc()
                 bound.debug("arrival_skipped", why=outcome.why)

@@ -36,6 +36,7 @@ from pipeline.adapters.minio_store import retrying_store
 from pipeline.catalog import load_catalog
 from pipeline.config import Settings
 from pipeline.logs import get_logger
+from pipeline.ops.headers import addressed_to
 from pipeline.ops.health import StageHealth
 from pipeline.run.worker_commit import BatchCommitter
 from pipeline.run.worker_metrics import WorkerMetrics
@@ -105,6 +106,8 @@ class AsrWorker:
         self.input_topic = opts.input_topic(settings)
         self.output_topic = settings.topic("asr.transcripts")
         self.dlq_topic = settings.topic("asr.dlq")
+        self.retry_topic = settings.topic("asr.retry")  # redriven letters; only this group's are taken
+        self.group_id = opts.group_id(settings)
         self.limits = MessageLimits.from_catalog(load_catalog(settings.bucket_names))
         self.stopping = threading.Event()
         # storage retries end early when the worker stops (the batch is then not committed)
@@ -131,7 +134,7 @@ class AsrWorker:
         self.consumer = Consumer(
             {
                 **self.settings.kafka_common(),
-                "group.id": self.opts.group_id(self.settings),
+                "group.id": self.group_id,
                 "group.instance.id": self.opts.member_id,
                 "partition.assignment.strategy": "cooperative-sticky",
                 "enable.auto.commit": False,
@@ -142,7 +145,10 @@ class AsrWorker:
             }
         )
         self.consumer.subscribe(
-            [self.input_topic], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_revoke
+            [self.input_topic, self.retry_topic],
+            on_assign=self._on_assign,
+            on_revoke=self._on_revoke,
+            on_lost=self._on_revoke,
         )
         if self.committer is not None:
             self.committer.consumer = self.consumer
@@ -175,6 +181,8 @@ class AsrWorker:
             raw_topic,
             self.stopping,
             rejoin=self._rejoin,
+            group=self.group_id,
+            replay_id=self.opts.replay_id,
         )
 
     def _new_producer(self) -> Producer:
@@ -220,6 +228,10 @@ class AsrWorker:
                     return []
                 if msg.error().code() != KafkaError._PARTITION_EOF:
                     log.warning("consume_error", error=str(msg.error()))
+                continue
+            if msg.topic() == self.retry_topic and not addressed_to(msg.headers(), self.group_id):
+                # another group's redrive: passed by, its offset committed with a later record of
+                # the partition (or read and passed by again after a restart)
                 continue
             good.append(msg)
         return good

@@ -20,8 +20,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from pipeline.events import SourcePosition, encode
 from pipeline.logs import get_logger
-from pipeline.ops.dlq import with_attempts
-from pipeline.ops.headers import REDRIVE_ATTEMPT, int_header
+from pipeline.ops.dlq import stamped
 from pipeline.run.worker_metrics import WorkerMetrics
 from pipeline.stages.asr import AsrBatch, Transcribed
 from pipeline.stages.checkpoint import Checkpoint, CommitPlan, Position
@@ -80,11 +79,14 @@ class BatchCommitter:
         raw_topic: str | None = None,
         stopping: threading.Event | None = None,
         rejoin: Callable[[KafkaError], None] | None = None,
+        group: str = "",
+        replay_id: str | None = None,
     ) -> None:
         self.consumer, self.new_producer, self.checkpoint = consumer, new_producer, checkpoint
         self.output_topic, self.dlq_topic, self.metrics = output_topic, dlq_topic, metrics
         self.limits, self.raw_topic = limits, raw_topic  # raw_topic: clear-text copies, only when configured
         self.stopping = stopping or threading.Event()
+        self.group, self.replay_id = group, replay_id  # recorded in each letter: a redrive comes back here
         self.rejoin = rejoin  # replaces the consumer with a fresh member (the worker's); None: raise instead
         self.producer = new_producer()
         self.closing: list[threading.Thread] = []  # replaced producers being closed
@@ -130,9 +132,11 @@ class BatchCommitter:
                         self.producer.produce(self.raw_topic, key=key, value=raw)
         for outcome in kept:
             if isinstance(outcome, Dead):
-                # a redriven input keeps counting its attempts
-                letter = with_attempts(outcome.letter, int_header(outcome.tag.headers(), REDRIVE_ATTEMPT))
-                self.producer.produce(self.dlq_topic, key=outcome.tag.key(), value=encode(letter))
+                # who failed it, its attempts and headers (for a redrive); cut to fit asr.dlq. A letter
+                # the broker refuses fails commit_transaction: the batch is aborted and read again.
+                letter = stamped(outcome.letter, outcome.tag.headers(), self.group, self.replay_id)
+                key = outcome.tag.key()
+                self.producer.produce(self.dlq_topic, key=key, value=self.limits.letter("asr.dlq", key, letter))
         _with_deadline(
             self.producer.send_offsets_to_transaction,
             [TopicPartition(t, p, o) for (t, p), o in plan.offsets.items()],
