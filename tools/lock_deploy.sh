@@ -20,14 +20,7 @@ EXCLUDE_NEWER=2026-12-02T00:00:00Z
 mode=${1:-write}
 case "$mode" in write|--check) ;; *) echo "usage: tools/lock_deploy.sh [--check]" >&2; exit 2 ;; esac
 
-# uv at the version pyproject.toml pins (dev extra), in a venv of its own under the cache.
-uv_version=$(grep -oE '"uv==[0-9][^"]*"' pyproject.toml | tr -d '"' | cut -d= -f3)
-[ -n "$uv_version" ] || { echo "lock_deploy: pyproject.toml's dev extra must pin uv==<version>" >&2; exit 2; }
-tools="${CALLQA_CACHE_DIR:-$HOME/.cache/callqa}/tools/uv-$uv_version"
-if [ ! -x "$tools/bin/uv" ]; then
-  python3 -m venv "$tools" && "$tools/bin/pip" install -q "uv==$uv_version"
-fi
-uv="$tools/bin/uv"
+uv=$(bash tools/uv.sh)  # the version pinned in pyproject.toml's dev extra
 
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 compile=("$uv" pip compile pyproject.toml --universal --python-version 3.11 --generate-hashes --quiet
