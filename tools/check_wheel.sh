@@ -38,7 +38,7 @@ for flavour in no-torch full; do
   deps=(); [ "$flavour" = no-torch ] && deps=(--no-deps)
   "$uv" pip install -q --python "$work/$flavour/bin/python" --require-hashes "${deps[@]}" \
     -r "$repo/deploy/locks/$flavour.txt"
-  "$uv" pip install -q --python "$work/$flavour/bin/python" --no-deps --no-index "$wheel"
+  "$uv" pip install -q --python "$work/$flavour/bin/python" "${deps[@]}" --no-index "$wheel"  # full: its deps resolved against the lock
   echo "check_wheel: $(basename "$wheel") and deploy/locks/$flavour.txt installed at $(( $(date +%s) - start ))s"
 done
 
