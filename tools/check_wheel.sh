@@ -18,7 +18,7 @@
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 project_venv=$(cd "${1:-$repo/.venv}" && pwd)
-export UV_CACHE_DIR="${CALLQA_CACHE_DIR:-$HOME/.cache/callqa}/uv"
+export UV_CACHE_DIR="${UV_CACHE_DIR:-${CALLQA_CACHE_DIR:-$HOME/.cache/callqa}/uv}"
 uv=$(bash "$repo/tools/uv.sh")
 work=$(mktemp -d)
 state="$work/state"
