@@ -8,8 +8,11 @@
 #   no-torch  no-torch.txt with --no-deps, as the ascend/hygon-dcu/iluvatar images install it (their base
 #             brings torch): everything callqa needs but torch must be there, and the runners import
 #   full      full.txt with its dependencies resolved in hash-checking mode, as the nvidia and cpu
-#             images install it: a dependency missing from the lock fails the install. It prepares the
-#             model (torch) and runs the router.
+#             images install it, then the wheel with --no-index (its own dependencies resolved against
+#             what the lock installed): a dependency missing from the lock fails here, as in the image
+#             build. It prepares the model (torch) and runs the router.
+# Why not one venv from the full lock only: the no-torch images are the ones installed --no-deps, so
+# they need their own completeness check, and it costs ~300 MB (seconds from the cache).
 # Installs use uv (the locker pinned in pyproject.toml) with its cache under ~/.cache/callqa/uv: a fresh
 # machine downloads torch and the CUDA libraries (about 3.5 GB) once, later runs link them from the
 # cache in seconds. pip in the images and uv here read the same hashes and markers.
