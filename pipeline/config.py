@@ -76,6 +76,12 @@ class Settings(BaseSettings):
     metrics_host: str = "127.0.0.1"
     metrics_port: int | None = None
     liveness_limit_s: float = 120.0  # /healthz fails when the stage's loop has not turned for this long
+    # ... or when a worker's batch computes past max(floor, factor x its audio seconds / the RTFx of
+    # recent batches): a hung accelerator (pipeline/stages/deadline.py). Before any batch is measured
+    # the RTFx is taken as initial_rtfx.
+    liveness_batch_floor_s: float = 600.0
+    liveness_batch_factor: float = 10.0
+    liveness_batch_initial_rtfx: float = 1.0
     backlog_interval_s: float = 15.0  # how often a stage refreshes its backlog gauges
     dlq_max_attempts: int = 3  # redrives of one letter before it is parked instead
 

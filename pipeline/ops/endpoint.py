@@ -30,7 +30,7 @@ BACKLOG_AGE = Gauge("callqa_backlog_refreshed_timestamp_seconds", "When the back
 def start_endpoint(settings: Settings, stage: str, specs: list | None = None,
                    model_version: str | None = None) -> StageHealth:
     """The stage's health state; serves it (and /metrics) when ``metrics_port`` is set."""
-    health = StageHealth(stage, settings.liveness_limit_s)
+    health = StageHealth.from_settings(stage, settings)
     BUILD.info({"version": package_version(), "schema": SCHEMA_VERSION, "stage": stage,
                 "model": settings.asr_model, "model_version": model_version or "n/a"})
     ASSIGNED.labels(stage).set_function(lambda: len(health.partitions()))

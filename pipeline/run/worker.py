@@ -43,6 +43,7 @@ from pipeline.run.worker_metrics import WorkerMetrics
 from pipeline.stages.asr import AsrBatch, AsrStage, Prepared, SpeechEngine
 from pipeline.stages.batching import BatchBudget
 from pipeline.stages.checkpoint import Checkpoint, Position
+from pipeline.stages.deadline import RtfxEstimate
 from pipeline.stages.gather import Gatherer, Queued
 from pipeline.stages.retry import RetryInterrupted, interruptible_sleep
 from pipeline.stages.sizes import MessageLimits
@@ -102,7 +103,7 @@ class AsrWorker:
         store: ObjectStore | None = None,
     ) -> None:
         self.settings, self.opts, self.engine = settings, opts, engine
-        self.health = health or StageHealth(f"asr-{opts.bucket}", settings.liveness_limit_s)
+        self.health = health or StageHealth.from_settings(f"asr-{opts.bucket}", settings)
         self.input_topic = opts.input_topic(settings)
         self.output_topic = settings.topic("asr.transcripts")
         self.dlq_topic = settings.topic("asr.dlq")
@@ -117,6 +118,7 @@ class AsrWorker:
         self.compute = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine")
         self.prepare_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prepare")
         self.metrics = WorkerMetrics(opts.bucket)
+        self.rtfx = RtfxEstimate()  # of recent batches: how long the next one may take (liveness)
         self.checkpoint = Checkpoint()
         self.gatherer: Gatherer[Message] = Gatherer(
             self._consume, self.checkpoint, BatchBudget(opts.max_calls, opts.max_audio_s), opts.window_ms
@@ -255,9 +257,13 @@ class AsrWorker:
                 except RetryInterrupted:
                     break  # stopping during an outage: nothing of the batch is committed; it is read again
                 self.metrics.storage_wait_s.inc(time.perf_counter() - wait_start)
+                self.health.batch_started(sum(r.call.duration_s for r in batch.prepared.ready), self.rtfx.value)
                 compute = self.compute.submit(self._transcribe, batch.prepared)
                 next_batch = None if self.stopping.is_set() or self._memory_high() else self._prefetch()
-                outcomes = self._wait_polling(compute)
+                try:
+                    outcomes = self._wait_polling(compute)
+                finally:
+                    self.health.batch_done()
                 if not self._commit(batch, outcomes) and next_batch is not None:
                     # Rewound to the committed offsets: the prefetched calls will be delivered again.
                     next_batch.cancel()
@@ -289,6 +295,7 @@ class AsrWorker:
             log.warning("batch_failed", error=batch.batch_error, calls=len(prepared.ready))
         elif prepared.ready:
             self.metrics.observe_batch(prepared.ready, batch.stats, batch.wall_s)
+            self.rtfx.observe(sum(r.call.duration_s for r in prepared.ready), batch.wall_s)
         return batch
 
     def _wait_polling(self, compute: Future[T]) -> T:
@@ -297,9 +304,13 @@ class AsrWorker:
         assignment = self.consumer.assignment()
         self.consumer.pause(assignment)
         fatal: KafkaError | None = None
+        overdue_logged = False
         try:
             while not compute.done():
                 self.health.beat()
+                if not overdue_logged and self.health.batch_overdue():
+                    overdue_logged = True  # /healthz fails from now on: the orchestrator restarts us
+                    log.error("batch_overdue", **self.health.liveness().detail)
                 msg = self.consumer.poll(0.1)
                 if msg is None:
                     continue

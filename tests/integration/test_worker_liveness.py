@@ -1,0 +1,130 @@
+"""A hung accelerator fails liveness (issue 27 item 5).
+
+A real worker loop on the session's Kafka and MinIO, with an engine whose transcribe blocks as a
+wedged device does: the loop keeps polling (the group keeps its partitions), so only the batch
+deadline can tell. /healthz must turn 503 once the batch is past its limit, and 200 again when
+the engine returns (the call is then transcribed, not lost).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import soundfile as sf
+from confluent_kafka import Producer
+
+from pipeline.adapters.minio_store import storage_client
+from pipeline.asr.audio import CallAudio
+from pipeline.asr.transcript import CallTranscript
+from pipeline.config import Settings
+from pipeline.events import ObjectRef, RoutedCall, Transcript, decode, encode
+from pipeline.ops.health import StageHealth
+from pipeline.ops.http import serve
+from pipeline.run.worker import AsrWorker, WorkerOptions
+from tests.fakes import FakeEngine
+from tests.kafka_helpers import TopicReader
+
+pytestmark = pytest.mark.integration
+
+RECORDING = Path(__file__).resolve().parents[1] / "fixtures" / "calls" / "sample-01-clean.wav"
+FLOOR_S = 6.0  # the batch's limit here: its 25 s of audio at RTFx 100 predict 0.25 s
+
+
+@dataclass
+class HangingEngine(FakeEngine):
+    """Blocks in transcribe until ``release`` is set, as an engine on a wedged accelerator."""
+
+    entered: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
+
+    def transcribe_batch(self, calls: Sequence[CallAudio], /) -> list[CallTranscript]:
+        self.entered.set()
+        self.release.wait()
+        return super().transcribe_batch(calls)
+
+    def transcribe(self, call: CallAudio, /) -> CallTranscript:
+        self.entered.set()
+        self.release.wait()
+        return super().transcribe(call)
+
+
+def healthz(port: int) -> tuple[int, dict]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as reply:
+            return reply.status, json.loads(reply.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
+def route_by_hand(settings: Settings, call_id: str) -> None:
+    """Store the recording and put its RoutedCall on the short bucket (the router's job, not tested here)."""
+    put = storage_client(settings).fput_object(settings.recordings_bucket, f"{call_id}.wav", str(RECORDING))
+    info = sf.info(str(RECORDING))
+    call = RoutedCall(
+        call_id=call_id,
+        object=ObjectRef(
+            bucket=settings.recordings_bucket, key=f"{call_id}.wav", version_id=put.version_id, etag=put.etag
+        ),
+        bucket="short",
+        duration_s=info.duration,
+        sample_rate_hz=info.samplerate,
+        channels=info.channels,
+        frames=info.frames,
+        container=info.format,
+        codec=info.subtype,
+        roles={"0": "agent", "1": "customer"},
+    )
+    producer = Producer(settings.kafka_common())
+    producer.produce(settings.topic("audio.bucket.short"), key=call_id.encode(), value=encode(call))
+    assert producer.flush(30) == 0
+
+
+def test_a_batch_hung_past_its_deadline_fails_healthz_while_the_loop_still_polls(
+    settings: Settings, unique: str
+) -> None:
+    cfg = settings.model_copy(
+        update={"liveness_batch_floor_s": FLOOR_S, "liveness_batch_factor": 1.0, "liveness_batch_initial_rtfx": 100.0}
+    )
+    health = StageHealth.from_settings("asr-short", cfg)
+    server = serve("127.0.0.1", 0, health)
+    engine = HangingEngine()
+    worker = AsrWorker(cfg, WorkerOptions(bucket="short", instance_id=f"hang-{unique}"), engine, health)
+    loop = threading.Thread(target=worker.run, name="worker-loop", daemon=True)
+    reader = TopicReader(cfg, ["asr.transcripts"])
+    try:
+        route_by_hand(cfg, f"hang-{unique}")
+        loop.start()
+        assert engine.entered.wait(90), "the worker never started computing the batch"
+        started = time.monotonic()
+        status, body = healthz(server.server_port)
+        assert status == 200 and body["batch_limit_s"] == FLOOR_S and not body["batch_overdue"]
+
+        while (status := healthz(server.server_port))[0] == 200 and time.monotonic() - started < 60:
+            time.sleep(0.25)
+        status, body = healthz(server.server_port)
+        waited_s = time.monotonic() - started
+        assert status == 503, f"still {status} after {waited_s:.1f} s of a hung batch: {body}"
+        assert FLOOR_S <= waited_s < FLOOR_S + 10
+        assert body["batch_overdue"] and body["batch_elapsed_s"] > FLOOR_S
+        assert body["last_beat_age_s"] < 5  # the loop is alive: only the batch deadline saw the hang
+        assert loop.is_alive()
+
+        engine.release.set()  # the device recovers: the batch completes and commits
+        msgs = reader.wait_for(len, 1, timeout_s=60, settle_s=0)
+        assert [decode(m.value(), Transcript).call_id for m in msgs] == [f"hang-{unique}"]
+        status, body = healthz(server.server_port)
+        assert status == 200 and body["batch_elapsed_s"] is None
+    finally:
+        engine.release.set()
+        worker.stopping.set()
+        loop.join(60)
+        reader.close()
+        server.shutdown()
