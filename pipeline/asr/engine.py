@@ -30,7 +30,7 @@ from pipeline.asr.devices import Device, DtypeName, resolve_device
 from pipeline.asr.errors import AsrError
 from pipeline.asr.features import SAMPLE_RATE, LogMel
 from pipeline.asr.memory import BucketShape, MemoryPool
-from pipeline.asr.model import Whisper
+from pipeline.asr.model import TiedOutput, Whisper
 from pipeline.asr.number_pass import NumberPass
 from pipeline.asr.packing import PackedWindow, pack_regions
 from pipeline.asr.registry import lookup, resolve_files
@@ -47,6 +47,7 @@ from pipeline.stages.batching import BatchBudget, MixedBatch, plan_mixed
 # and 10 s is the floor (a 5 s floor was no more accurate; see pipeline/asr/README.md).
 BUCKETS_S = tuple(float(s) for s in range(10, 31))
 FULL_CONTEXT_S = (30.0,)
+OUTPUT_RESCORE = 32  # tokens per step whose logits a narrowed vocabulary projection computes exactly
 MIN_PROGRESS_S = 0.5  # a resume point earlier than this means the decode made no progress
 Quantize = Literal["none", "int8"]
 
@@ -83,6 +84,9 @@ class EngineOptions:
     cross_kv_dtype: the decoder's cross-attention cache; "auto" is bf16 on CPUs that compute it
         natively (the step reads the whole cache, so half the bytes is most of its cost), else
         the model's dtype.
+    output_dtype: the decoder's vocabulary projection; "auto" is bf16 on CPUs that compute it
+        natively, its 32 likeliest tokens per step computed again in the model's dtype
+        (:class:`pipeline.asr.model.TiedOutput`), else the model's dtype.
     initial_prompt: text the decoder sees as the previous window's (hotwords: product names,
         disclosure wording); it biases spelling and vocabulary. Cut to its last tokens so the
         prompt, the task tokens and ``max_new_tokens`` fit the text context.
@@ -100,6 +104,7 @@ class EngineOptions:
     quantize: Quantize = "none"
     encoder_dtype: DtypeName = "auto"
     cross_kv_dtype: DtypeName = "auto"
+    output_dtype: DtypeName = "auto"
     threads: int | None = None
     language: str | None = None
     candidate_languages: tuple[str, ...] = ("zh", "en")
@@ -195,6 +200,8 @@ class Engine:
             model = model.quantized()
         else:
             model.encoder.to(device.encoder_dtype(dtype, opts.encoder_dtype))
+            if isinstance(model.decoder.output, TiedOutput):
+                model.decoder.output.narrow(device.cross_kv_dtype(dtype, opts.output_dtype), OUTPUT_RESCORE)
         tokenizer = WhisperTokenizer(files.tokenizer_json, files.config_json)
         return cls(opts, model, tokenizer, device, entry.name, f"{entry.version}@{files.sha256[:12]}")
 

@@ -64,3 +64,20 @@ def test_memory_pool_is_allocated_once_and_flat(engine, en_calls):
     assert before == after and engine.pool.nbytes > 0
     cache = engine.pool.kv_cache(engine.buckets_s[0], 2)
     assert cache.cross_kv.data_ptr() == engine.pool._cross.data_ptr()
+
+
+def test_a_narrowed_vocabulary_projection_keeps_the_exact_logits_of_its_likeliest_tokens(engine):
+    from pipeline.asr.model import TiedOutput
+
+    output = TiedOutput(engine.model.decoder.token_embedding)
+    weight = engine.model.decoder.token_embedding.weight
+    hidden = torch.randn(16, weight.shape[1], generator=torch.Generator().manual_seed(3)) * 2.0
+    exact = output(hidden)
+    output.narrow(torch.bfloat16, 32)
+    narrowed = output(hidden)
+    assert torch.equal(narrowed.argmax(dim=-1), exact.argmax(dim=-1))
+    top = exact.topk(8, dim=-1).indices  # the candidates greedy decoding chooses between
+    assert torch.allclose(narrowed.gather(1, top), exact.gather(1, top), atol=1e-4)
+    assert (narrowed - exact).abs().max() < 0.5  # the rest only feeds the softmax's sum
+    output.narrow(weight.dtype, 0)
+    assert torch.equal(output(hidden), exact)
