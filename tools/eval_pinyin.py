@@ -30,7 +30,11 @@ from pipeline.qa import QAEngine, load_packs
 from pipeline.qa.model import CallText, SegmentText
 
 KINDS = ("disclosure", "agent_id", "abuse")
-RULE = {"disclosure": "disclosure.recording_notice", "agent_id": "disclosure.agent_identification", "abuse": "abuse.agent"}
+RULE = {
+    "disclosure": "disclosure.recording_notice",
+    "agent_id": "disclosure.agent_identification",
+    "abuse": "abuse.agent",
+}
 
 
 @dataclass(frozen=True)
@@ -57,8 +61,12 @@ DEV = Part(
         "disclosure": ("您好，您的通话套餐已经升级。", "您好，这边帮您记录一下，请稍等。", "我们会录用您的申请材料。"),
         "agent_id": ("您好，请问是王先生吗？", "请您关注我们的公众号。", "您好，这边是回访电话。"),
         "abuse": (
-            "这个优惠您白吃白喝都行。", "您放心，逼真的效果图已经发给您了。", "这个是本单的金额。",
-            "有完整的资料就可以办。", "他生病了，今天请假。", "您先别着急，存货还有很多。",
+            "这个优惠您白吃白喝都行。",
+            "您放心，逼真的效果图已经发给您了。",
+            "这个是本单的金额。",
+            "有完整的资料就可以办。",
+            "他生病了，今天请假。",
+            "您先别着急，存货还有很多。",
         ),
     },
 )
@@ -79,8 +87,12 @@ HELD_OUT = Part(
         "disclosure": ("您的通话记录可以在手机上查。", "我们正在路上，马上就到。", "这次会议的录像已经发给您了。"),
         "agent_id": ("您好，请问您现在方便接听电话吗？", "您好，这个是我们的公告。", "我市的营业厅周末也营业。"),
         "abuse": (
-            "您可以去四楼的营业厅办理。", "这位师傅很有真本事。", "废物回收站在小区门口。",
-            "您的脑子里有什么想法都可以说。", "工作很忙，活儿该做还得做。", "少数客户会遇到这个问题。",
+            "您可以去四楼的营业厅办理。",
+            "这位师傅很有真本事。",
+            "废物回收站在小区门口。",
+            "您的脑子里有什么想法都可以说。",
+            "工作很忙，活儿该做还得做。",
+            "少数客户会遇到这个问题。",
         ),
     },
 )
