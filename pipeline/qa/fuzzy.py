@@ -5,8 +5,9 @@ character (toneless), so a homophone the recogniser picked ("路音" for "录音
 nothing. The phrase is aligned anywhere in the text (semi-global edit distance over
 tokens): a missing or extra token costs 1, a substituted one 1, or less for an English
 word spelt nearly the same ("recorder" for "recorded"). Similarity is
-``1 - cost / phrase tokens``. Short phrases are matched exactly only: one wrong token
-in three is already a different phrase.
+``1 - cost / phrase tokens``. Short phrases are not aligned: one wrong token in three is
+already a different phrase (Chinese ones of 2-3 characters match by sound only,
+:mod:`pipeline.qa.sound`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from rapidfuzz.distance import Indel
 from pipeline.qa.normalize import is_cjk
 
 MIN_FUZZY_TOKENS = 3  # English words; Chinese phrases need MIN_FUZZY_CJK characters
-MIN_FUZZY_CJK = 3  # at a threshold above 2/3 a 3-character phrase must sound the same
+MIN_FUZZY_CJK = 4  # shorter Chinese phrases must sound exactly the same (pipeline.qa.sound)
 NEAR_WORD = 0.6  # English words at least this similar (Indel ratio) substitute cheaply
 
 _TOKEN = re.compile(r"[a-z0-9]+|[^\sa-z0-9]")

@@ -22,7 +22,8 @@ from __future__ import annotations
 import re
 
 from pipeline.qa.model import PIIType
-from pipeline.qa.normalize import normalize
+from pipeline.qa.normalize import is_cjk, normalize
+from pipeline.qa.sound import SoundPhrase
 
 MIN_CUED_DIGITS = 9  # an 11-digit mobile with two digits lost; longer than any amount said digit by digit
 MAX_CUED_DIGITS = 20
@@ -44,26 +45,39 @@ _EN_CUES: tuple[tuple[re.Pattern[str], PIIType], ...] = (
     (re.compile(r"\b(?:id|identity|identification|passport|resident)\b"), "cn_resident_id"),
     (re.compile(r"\b(?:phone|mobile|cell|cellphone|telephone|contact number)\b"), "phone"),
 )
-_ZH_CUES: tuple[tuple[re.Pattern[str], PIIType], ...] = (
-    (re.compile(r"卡号|银行卡|信用卡|借记卡|储蓄卡"), "bank_card"),
-    (re.compile(r"身份证|证件号"), "cn_resident_id"),
-    (re.compile(r"手机|电话|联系方式"), "phone"),
+_ZH_CUE_WORDS: dict[PIIType, tuple[str, ...]] = {
+    "bank_card": ("卡号", "银行卡", "信用卡", "借记卡", "储蓄卡"),
+    "cn_resident_id": ("身份证", "证件号"),
+    "phone": ("手机", "电话", "联系方式"),
+}
+_ZH_UNCHECKED_CUE_WORDS: dict[PIIType, tuple[str, ...]] = {
+    "account_number": ("账号", "账户", "户号"),
+    "card_secret": ("安全码", "校验码", "密码"),
+}
+_ZH_CUES: tuple[tuple[re.Pattern[str], PIIType], ...] = tuple(
+    (re.compile("|".join(words)), kind) for kind, words in _ZH_CUE_WORDS.items()
+)
+# the same words heard as homophones (手鸡号 for 手机号, 身份正 for 身份证): pipeline.qa.sound
+_ZH_SOUND_CUES = tuple((SoundPhrase.of(w), kind) for kind, words in _ZH_CUE_WORDS.items() for w in words)
+_ZH_UNCHECKED_SOUND_CUES = tuple(
+    (SoundPhrase.of(w), kind) for kind, words in _ZH_UNCHECKED_CUE_WORDS.items() for w in words
 )
 # kinds with no check digit, taken on their cue alone; not cues of the ASR's number regions, which
 # were measured on the kinds above ("your account" is said in most calls without a number)
 _UNCHECKED_CUES: tuple[tuple[re.Pattern[str], PIIType], ...] = (
     (re.compile(r"\b(?:social security|security number|ssn|social)\b"), "us_ssn"),
-    (re.compile(r"\b(?:account|acct)\b|账号|账户|户号"), "account_number"),
+    (re.compile(r"\b(?:account|acct)\b|" + "|".join(_ZH_UNCHECKED_CUE_WORDS["account_number"])), "account_number"),
     (
         re.compile(
-            r"\b(?:cvv2?|cvc2?|security code|card verification|verification value|on the back|pin|pin code)\b"
-            r"|安全码|校验码|密码"
+            r"\b(?:cvv2?|cvc2?|security code|card verification|verification value|on the back|pin|pin code)\b|"
+            + "|".join(_ZH_UNCHECKED_CUE_WORDS["card_secret"])
         ),
         "card_secret",
     ),
 )
 _CHECKED_CUES = (*_EN_CUES, *_ZH_CUES)
 _ALL_CUES = (*_CHECKED_CUES, *_UNCHECKED_CUES)
+_ALL_SOUND_CUES = (*_ZH_SOUND_CUES, *_ZH_UNCHECKED_SOUND_CUES)
 # words that only open a number region (which kind is unknown): worth a second decode, never a type
 _EN_NUMBER_WORDS = re.compile(r"\b(?:number|digits|ssn|social security)\b")
 _ZH_NUMBER_WORDS = re.compile(r"号码|账号|尾号|卡号|号是|身份证号|手机号")
@@ -86,17 +100,21 @@ _WORD = re.compile(r"[\u3400-\u9fff]|[^\W\u3400-\u9fff]+")  # a CJK character, o
 
 def cue_type(text: str) -> PIIType | None:
     """The PII type a cue in ``text`` (normalised) names, the last cue in it winning."""
-    cue = _last_cue(text, _ALL_CUES)
+    cue = _last_cue(text, _ALL_CUES, _ALL_SOUND_CUES)
     return cue[0] if cue else None
 
 
-def _last_cue(text: str, cues: tuple[tuple[re.Pattern[str], PIIType], ...]) -> tuple[PIIType, int] | None:
-    """The last of ``cues`` in ``text``: the type it names and where it ends."""
-    best: tuple[int, PIIType, int] | None = None
-    for pattern, kind in cues:
-        for m in pattern.finditer(text):
-            if best is None or m.start() > best[0]:
-                best = (m.start(), kind, m.end())
+def _last_cue(
+    text: str,
+    cues: tuple[tuple[re.Pattern[str], PIIType], ...],
+    sounds: tuple[tuple[SoundPhrase, PIIType], ...] = (),
+) -> tuple[PIIType, int] | None:
+    """The last of ``cues`` (or of the Chinese cue words ``sounds``, said or heard as homophones)
+    in ``text``: the type it names and where it ends."""
+    spans = [(m.start(), kind, m.end()) for pattern, kind in cues for m in pattern.finditer(text)]
+    if sounds and any(is_cjk(ch) for ch in text):
+        spans += [(a, kind, b) for word, kind in sounds for a, b in word.finditer(text)]
+    best = max(spans, key=lambda span: span[0], default=None)
     return (best[1], best[2]) if best else None
 
 
@@ -109,7 +127,7 @@ def cued_type(before: str, digits: str, after: str = "") -> PIIType | None:
     if looped or _UNIT_AFTER.match(after) or _AMOUNT_BEFORE.search(before):
         return None
     window = before[-CUE_WITHIN_CHARS:]
-    cue = _last_cue(window, _ALL_CUES)
+    cue = _last_cue(window, _ALL_CUES, _ALL_SOUND_CUES)
     if cue is None or _AMOUNT_AFTER_CUE.search(window[cue[1] :]):
         return None
     kind = cue[0]
@@ -143,7 +161,9 @@ def announces_number(text: str) -> bool:
     """Does this text name a number being given: a word for a number ("number", 号码) or a cue
     naming its kind ("card", "mobile", 身份证)?"""
     norm = normalize(text).text
-    return bool(_EN_NUMBER_WORDS.search(norm) or _ZH_NUMBER_WORDS.search(norm) or _last_cue(norm, _CHECKED_CUES))
+    return bool(
+        _EN_NUMBER_WORDS.search(norm) or _ZH_NUMBER_WORDS.search(norm) or _last_cue(norm, _CHECKED_CUES, _ZH_SOUND_CUES)
+    )
 
 
 def names_amount(text: str) -> bool:

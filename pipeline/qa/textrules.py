@@ -26,6 +26,7 @@ from pipeline.qa.model import Finding
 from pipeline.qa.normalize import normalize_phrase, to_simplified
 from pipeline.qa.pack_regex import BoundedPattern, compile_bounded
 from pipeline.qa.rules import ForbiddenPhraseRule, KeywordRule, RegexRule, RequiredDisclosureRule
+from pipeline.qa.sound import SoundPhrase, shares_a_character, sound_eligible
 
 PhraseRule = KeywordRule | RegexRule | ForbiddenPhraseRule | RequiredDisclosureRule
 
@@ -58,6 +59,9 @@ class PhraseMatch:
     similarity: float = 1.0
 
 
+_normalized = functools.lru_cache(maxsize=4096)(normalize_phrase)
+
+
 @functools.lru_cache(maxsize=4096)
 def _text_tokens(text: str) -> tuple[tuple[Token, ...], frozenset[str]]:
     toks = tuple(tokens(text))
@@ -72,24 +76,36 @@ class Matcher:
     exclude: tuple[BoundedPattern, ...]
     fuzzy: tuple[tuple[str, tuple[Token, ...]], ...] = ()  # phrases long enough for fuzzy matching
     min_similarity: float | None = None
+    sound: tuple[tuple[str, SoundPhrase], ...] = ()  # Chinese phrases too short to align: by sound
+    exclude_sound: tuple[SoundPhrase, ...] = ()  # Chinese exclusions, which cancel sound-alikes too
 
     @classmethod
     def for_rule(cls, rule: PhraseRule) -> Matcher:
         literal = rule.kind != "regex"
         compile_one = phrase_pattern if literal else regex_pattern
-        fuzzy = ()
+        fuzzy: tuple[tuple[str, tuple[Token, ...]], ...] = ()
+        sound: tuple[tuple[str, SoundPhrase], ...] = ()
+        exclude_sound: tuple[SoundPhrase, ...] = ()
         if literal and rule.min_similarity is not None:
             tokenised = ((p, tuple(tokens(normalize_phrase(p)))) for p in rule.phrases)
             fuzzy = tuple((p, toks) for p, toks in tokenised if fuzzy_eligible(list(toks)))
+            aligned = {p for p, _ in fuzzy}
+            norms = ((p, normalize_phrase(p)) for p in rule.phrases if p not in aligned)
+            sound = tuple((p, SoundPhrase.of(n)) for p, n in norms if sound_eligible(n))
+            excluded = (normalize_phrase(p) for p in rule.exclude)
+            exclude_sound = tuple(SoundPhrase.of(n) for n in excluded if sound_eligible(n))
         return cls(
             phrases=tuple((p, compile_one(p)) for p in rule.phrases),
             exclude=tuple(compile_one(p) for p in rule.exclude),
             fuzzy=fuzzy,
             min_similarity=rule.min_similarity if literal else None,
+            sound=sound,
+            exclude_sound=exclude_sound,
         )
 
     def matches(self, text: str) -> list[PhraseMatch]:
-        """Every phrase occurrence not cancelled by an exclusion; exact ones, else fuzzy ones."""
+        """Every phrase occurrence not cancelled by an exclusion; exact ones, else ones said with
+        ASR errors (aligned, or sounding the same)."""
         cancelled = [(m.start(), m.end()) for pattern in self.exclude for m in pattern.finditer(text)]
 
         def kept(start: int, end: int) -> bool:
@@ -103,8 +119,18 @@ class Matcher:
         ]
         if found or self.min_similarity is None:
             return found
+        # an exclusion heard as a homophone ("不报本") cancels a longer phrase's sound-alike only:
+        # one that merely sounds like the phrase ("白吃" for "白痴") must not cancel its homophones
+        heard = [span for phrase in self.exclude_sound for span in phrase.finditer(text)]
+
+        def kept_heard(start: int, end: int) -> bool:
+            longer = [(a, b) for a, b in heard if b - a > end - start]
+            return kept(start, end) and not any(a < end and start < b for a, b in longer)
+
+        for phrase, sounds in self.sound:
+            found += [PhraseMatch(phrase, a, b, text[a:b]) for a, b in sounds.finditer(text) if kept_heard(a, b)]
         for phrase, similarity, start, end in self._alignments(text):
-            if similarity >= self.min_similarity and kept(start, end):
+            if similarity >= self.min_similarity and kept_heard(start, end):
                 found.append(PhraseMatch(phrase, start, end, text[start:end], round(similarity, 3)))
         return found
 
@@ -113,6 +139,7 @@ class Matcher:
         return max((sim for _, sim, _, _ in self._alignments(text, floor=0.5)), default=0.0)
 
     def _alignments(self, text: str, floor: float | None = None) -> list[tuple[str, float, int, int]]:
+        """Best alignment of each long phrase; a Chinese one must keep one of its characters."""
         threshold = floor if floor is not None else self.min_similarity or 1.0
         toks, sounds = _text_tokens(text)
         out = []
@@ -120,7 +147,8 @@ class Matcher:
             if not plausible(list(ptoks), sounds, threshold):
                 continue
             found = best_alignment(list(ptoks), list(toks))
-            if found is not None:
+            heard = text[found.start : found.end] if found is not None else ""
+            if found is not None and (not any(t.cjk for t in ptoks) or shares_a_character(_normalized(phrase), heard)):
                 out.append((phrase, found.similarity, found.start, found.end))
         return out
 
