@@ -119,7 +119,8 @@ def check_overlay(overlay: str, docs: list[dict[str, Any]], errors: list[str]) -
     check_scaling(overlay, by_kind, dict(zip(buckets, [*map(float, edges), max_duration])), errors)
     check_placement(overlay, by_kind, errors)
     resource, device = DEVICE[overlay]
-    for b in buckets:
+    replay = [n.removeprefix("callqa-worker-") for n in by_kind.get("StatefulSet", {}) if n == "callqa-worker-replay"]
+    for b in [*buckets, *replay]:
         sts = by_kind.get("StatefulSet", {}).get(f"callqa-worker-{b}")
         if sts is None:
             errors.append(f"{overlay}: no worker StatefulSet for bucket {b}")
@@ -134,7 +135,7 @@ def check_overlay(overlay: str, docs: list[dict[str, Any]], errors: list[str]) -
         limits = container["resources"].get("limits", {})
         if resource and str(limits.get(resource)) != "1":
             errors.append(f"{overlay}: worker {b}: no {resource}: 1 limit")
-        if container["args"][:3] != ["worker", "--bucket", b]:
+        if container["args"][:3] != ["worker", "--bucket", "$(REPLAY_BUCKET)" if b == "replay" else b]:
             errors.append(f"{overlay}: worker {b}: args {container['args']}")
 
 

@@ -36,7 +36,8 @@ ARCH_PINNED = {"ascend": "arm64"}
 
 
 def load_sizing(path: Path = SIZING) -> dict[str, Any]:
-    return yaml.safe_load(path.read_text())
+    sizing: dict[str, Any] = yaml.safe_load(path.read_text())
+    return sizing
 
 
 def longest_batch_s(upper_s: float, max_calls: int, max_audio_s: float) -> float:
@@ -48,11 +49,11 @@ def longest_batch_s(upper_s: float, max_calls: int, max_audio_s: float) -> float
 
 def grace_needed_s(upper_s: float, rtfx: float, sizing: dict[str, Any]) -> int:
     batch_s = longest_batch_s(upper_s, sizing["max_calls"], sizing["max_audio_s"])
-    return math.ceil(sizing["safety"] * batch_s / rtfx + sizing["commit_s"])
+    return math.ceil(float(sizing["safety"]) * batch_s / rtfx + float(sizing["commit_s"]))
 
 
 def threshold_audio_s(rtfx: float, sizing: dict[str, Any]) -> float:
-    return rtfx * sizing["window_s"] * (1 - sizing["margin"])
+    return rtfx * float(sizing["window_s"]) * (1 - float(sizing["margin"]))
 
 
 def _query(expr: str) -> str:
