@@ -182,9 +182,33 @@ def check_compose(path: Path, errors: list[str]) -> None:
         if svc.get("image", "").startswith("callqa") or "build" in svc:
             check_args(svc.get("command", []), f"compose: {name}", errors)
             check_env_keys(list(svc.get("environment", {}) or {}), f"compose: {name}", errors)
+    check_compose_ops(services, errors)
     example = path.parent / "callqa.env.example"
     keys = [ln.split("=", 1)[0] for ln in example.read_text().splitlines() if "=" in ln and not ln.startswith("#")]
     check_env_keys(keys, f"compose: {example.name}", errors)
+
+
+def check_compose_ops(services: dict[str, Any], errors: list[str]) -> None:
+    """Images that are published, a healthcheck on every long-running stage, Prometheus and Grafana
+    with the dashboard, MinIO's root credentials kept away from the pipeline."""
+    for name, svc in services.items():
+        image = str(svc.get("image", ""))
+        default = image.split(":-", 1)[-1].rstrip("}") if image.startswith("${") else image
+        if default.endswith(":latest") or default.split(":")[0] in ("minio/minio", "minio/mc"):
+            errors.append(f"compose: {name}: image {default} (unpinned, or gone from Docker Hub)")
+        long_running = "build" in svc and svc.get("restart") != "no"
+        test = " ".join(svc.get("healthcheck", {}).get("test", []))
+        if long_running and "/healthz" not in test:
+            errors.append(f"compose: {name}: no healthcheck on /healthz")
+        if long_running and str(svc.get("environment", {}).get("CALLQA_METRICS_PORT")) != "9100":
+            errors.append(f"compose: {name}: CALLQA_METRICS_PORT is not 9100 (no /metrics, no /healthz)")
+    mounts = " ".join(str(v) for v in services.get("grafana", {}).get("volumes", []))
+    if "prometheus" not in services or "callqa-dashboard.json" not in mounts:
+        errors.append("compose: no Prometheus, or no Grafana with deploy/grafana/callqa-dashboard.json")
+    for name in ("router", "qa", "worker-short"):
+        env_files = services.get(name, {}).get("env_file", [])
+        if "admin.env" in ([env_files] if isinstance(env_files, str) else env_files):
+            errors.append(f"compose: {name} reads MinIO's root credentials")
 
 
 def main(argv: list[str]) -> int:
