@@ -4,8 +4,10 @@ usage: python -m tools.check_manifests OVERLAY=RENDERED.yaml ... --compose deplo
 
 Kubernetes (each overlay, as `kustomize build` renders it):
 - every configured bucket has a worker StatefulSet and a KEDA ScaledObject; router and QA have one too;
-- maxReplicaCount <= the input topic's partitions (topics/catalog.yaml), offsetResetPolicy "earliest"
-  (what the stages use), a TriggerAuthentication, the stage's real consumer group;
+- maxReplicaCount <= the input topic's partitions (topics/catalog.yaml); a kafka trigger names the
+  stage's real consumer group and topic, offsetResetPolicy "earliest" (what the stages use) and a
+  TriggerAuthentication; triggers, grace periods, PodDisruptionBudgets and node selectors as
+  tools/check_scaling.py says;
 - every container: non-root, no privilege escalation, all capabilities dropped, read-only root
   filesystem, CPU and memory requests; stage containers: probes on /healthz and /readyz, port 9100;
 - workers: CALLQA_ASR_THREADS from the CPU limit, the overlay's device resource and torch device;
@@ -27,12 +29,13 @@ import yaml
 from pipeline.catalog import load_catalog
 from pipeline.cli import app
 from pipeline.config import Settings
+from tools.check_scaling import check_placement, check_scaling
 
 DEVICE = {  # overlay -> (device resource, torch device)
     "nvidia": ("nvidia.com/gpu", "cuda:0"),
     "ascend": ("huawei.com/Ascend910", "npu:0"),
     "hygon": ("hygon.com/dcu", "cuda:0"),
-    "iluvatar": ("iluvatar.ai/gpu", "cuda:0"),
+    "iluvatar": ("iluvatar.com/gpu", "cuda:0"),
     "cpu": (None, "cpu"),
 }
 STAGE_GROUPS = {"callqa-router": ("callqa-router", "audio.arrivals"), "callqa-qa": ("callqa-qa", "asr.transcripts")}
@@ -75,8 +78,11 @@ def check_overlay(overlay: str, docs: list[dict[str, Any]], errors: list[str]) -
     check_env_keys(list(settings_cm["data"]), f"{overlay}: ConfigMap callqa-settings", errors)
     buckets = tuple(yaml.safe_load(settings_cm["data"]["CALLQA_BUCKET_NAMES"]))
     partitions = {spec.name: spec.partitions for spec in load_catalog(buckets)}
-    if any(s.get("stringData") or any(s.get("data", {}).values()) for s in by_kind.get("Secret", {}).values()
-           if not s["metadata"]["name"].startswith(("callqa-secrets-", "callqa-kafka-auth-"))):
+    if any(
+        s.get("stringData") or any(s.get("data", {}).values())
+        for s in by_kind.get("Secret", {}).values()
+        if not s["metadata"]["name"].startswith(("callqa-secrets-", "callqa-kafka-auth-"))
+    ):
         errors.append(f"{overlay}: a Secret with values outside the secretGenerator")
     expected = dict(STAGE_GROUPS, **{f"callqa-worker-{b}": (f"asr-{b}", f"audio.bucket.{b}") for b in buckets})
     scaled = {so["spec"]["scaleTargetRef"]["name"]: so for so in by_kind.get("ScaledObject", {}).values()}
@@ -89,23 +95,32 @@ def check_overlay(overlay: str, docs: list[dict[str, Any]], errors: list[str]) -
         workload = by_kind.get(so["spec"]["scaleTargetRef"]["kind"], {}).get(target)
         if workload is None:
             errors.append(f"{overlay}: ScaledObject {target} targets a missing {so['spec']['scaleTargetRef']['kind']}")
-        for trigger in so["spec"]["triggers"]:
+        for trigger in (t for t in so["spec"]["triggers"] if t["type"] == "kafka"):
             meta = trigger["metadata"]
             if (meta.get("consumerGroup"), meta.get("topic")) != (group, topic):
-                errors.append(f"{overlay}: {target} scales on {meta.get('consumerGroup')}/{meta.get('topic')}, "
-                              f"the stage is {group}/{topic}")
+                errors.append(
+                    f"{overlay}: {target} scales on {meta.get('consumerGroup')}/{meta.get('topic')}, "
+                    f"the stage is {group}/{topic}"
+                )
             if meta.get("offsetResetPolicy") != "earliest":
                 errors.append(f"{overlay}: {target}: offsetResetPolicy must be earliest, as in the stages")
             if trigger.get("authenticationRef", {}).get("name") not in auths:
                 errors.append(f"{overlay}: {target}: no TriggerAuthentication")
         if so["spec"]["maxReplicaCount"] > partitions.get(topic, 0):
-            errors.append(f"{overlay}: {target}: maxReplicaCount {so['spec']['maxReplicaCount']} > "
-                          f"{partitions.get(topic)} partitions of {topic}")
+            errors.append(
+                f"{overlay}: {target}: maxReplicaCount {so['spec']['maxReplicaCount']} > "
+                f"{partitions.get(topic)} partitions of {topic}"
+            )
     for kind in ("Deployment", "StatefulSet", "Job"):
         for name, obj in by_kind.get(kind, {}).items():
             check_pod(overlay, f"{kind} {name}", obj["spec"]["template"]["spec"], kind != "Job", errors)
+    edges = yaml.safe_load(settings_cm["data"].get("CALLQA_BUCKET_EDGES_S", "null")) or Settings().bucket_edges_s
+    max_duration = float(settings_cm["data"].get("CALLQA_MAX_DURATION_S", Settings().max_duration_s))
+    check_scaling(overlay, by_kind, dict(zip(buckets, [*map(float, edges), max_duration])), errors)
+    check_placement(overlay, by_kind, errors)
     resource, device = DEVICE[overlay]
-    for b in buckets:
+    replay = [n.removeprefix("callqa-worker-") for n in by_kind.get("StatefulSet", {}) if n == "callqa-worker-replay"]
+    for b in [*buckets, *replay]:
         sts = by_kind.get("StatefulSet", {}).get(f"callqa-worker-{b}")
         if sts is None:
             errors.append(f"{overlay}: no worker StatefulSet for bucket {b}")
@@ -120,7 +135,7 @@ def check_overlay(overlay: str, docs: list[dict[str, Any]], errors: list[str]) -
         limits = container["resources"].get("limits", {})
         if resource and str(limits.get(resource)) != "1":
             errors.append(f"{overlay}: worker {b}: no {resource}: 1 limit")
-        if container["args"][:3] != ["worker", "--bucket", b]:
+        if container["args"][:3] != ["worker", "--bucket", "$(REPLAY_BUCKET)" if b == "replay" else b]:
             errors.append(f"{overlay}: worker {b}: args {container['args']}")
 
 
@@ -130,8 +145,11 @@ def check_pod(overlay: str, where: str, pod: dict[str, Any], serves_http: bool, 
         errors.append(f"{where}: runAsNonRoot not set")
     for c in pod["containers"]:
         sc = c.get("securityContext", {})
-        if sc.get("allowPrivilegeEscalation") is not False or sc.get("readOnlyRootFilesystem") is not True \
-                or sc.get("capabilities", {}).get("drop") != ["ALL"]:
+        if (
+            sc.get("allowPrivilegeEscalation") is not False
+            or sc.get("readOnlyRootFilesystem") is not True
+            or sc.get("capabilities", {}).get("drop") != ["ALL"]
+        ):
             errors.append(f"{where}: container {c['name']}: securityContext {sc}")
         requests = c.get("resources", {}).get("requests", {})
         if not {"cpu", "memory"} <= set(requests):
@@ -164,9 +182,33 @@ def check_compose(path: Path, errors: list[str]) -> None:
         if svc.get("image", "").startswith("callqa") or "build" in svc:
             check_args(svc.get("command", []), f"compose: {name}", errors)
             check_env_keys(list(svc.get("environment", {}) or {}), f"compose: {name}", errors)
+    check_compose_ops(services, errors)
     example = path.parent / "callqa.env.example"
     keys = [ln.split("=", 1)[0] for ln in example.read_text().splitlines() if "=" in ln and not ln.startswith("#")]
     check_env_keys(keys, f"compose: {example.name}", errors)
+
+
+def check_compose_ops(services: dict[str, Any], errors: list[str]) -> None:
+    """Images that are published, a healthcheck on every long-running stage, Prometheus and Grafana
+    with the dashboard, MinIO's root credentials kept away from the pipeline."""
+    for name, svc in services.items():
+        image = str(svc.get("image", ""))
+        default = image.split(":-", 1)[-1].rstrip("}") if image.startswith("${") else image
+        if default.endswith(":latest") or default.split(":")[0] in ("minio/minio", "minio/mc"):
+            errors.append(f"compose: {name}: image {default} (unpinned, or gone from Docker Hub)")
+        long_running = "build" in svc and svc.get("restart") != "no"
+        test = " ".join(svc.get("healthcheck", {}).get("test", []))
+        if long_running and "/healthz" not in test:
+            errors.append(f"compose: {name}: no healthcheck on /healthz")
+        if long_running and str(svc.get("environment", {}).get("CALLQA_METRICS_PORT")) != "9100":
+            errors.append(f"compose: {name}: CALLQA_METRICS_PORT is not 9100 (no /metrics, no /healthz)")
+    mounts = " ".join(str(v) for v in services.get("grafana", {}).get("volumes", []))
+    if "prometheus" not in services or "callqa-dashboard.json" not in mounts:
+        errors.append("compose: no Prometheus, or no Grafana with deploy/grafana/callqa-dashboard.json")
+    for name in ("router", "qa", "worker-short"):
+        env_files = services.get(name, {}).get("env_file", [])
+        if "admin.env" in ([env_files] if isinstance(env_files, str) else env_files):
+            errors.append(f"compose: {name} reads MinIO's root credentials")
 
 
 def main(argv: list[str]) -> int:
@@ -174,7 +216,7 @@ def main(argv: list[str]) -> int:
     compose = None
     if "--compose" in argv:
         i = argv.index("--compose")
-        compose, argv = Path(argv[i + 1]), argv[:i] + argv[i + 2:]
+        compose, argv = Path(argv[i + 1]), argv[:i] + argv[i + 2 :]
     for item in argv:
         overlay, _, rendered = item.partition("=")
         docs = [d for d in yaml.safe_load_all(Path(rendered).read_text()) if d]
