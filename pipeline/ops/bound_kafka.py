@@ -1,0 +1,28 @@
+"""Kafka side of a bounded replay: where the replay group stands against its stop offsets."""
+
+from __future__ import annotations
+
+from pipeline.config import Settings
+from pipeline.ops.lag_kafka import OffsetsReader
+from pipeline.stages.replay_bound import GroupAt, Progress, StopOffsets, gaps, progress
+
+
+class BoundWatch:
+    """Reads the group's committed offsets (without joining it) and, where one is short of its
+    stop offset, whether anything but transaction markers lies between."""
+
+    def __init__(self, settings: Settings, group: str, bound: StopOffsets) -> None:
+        self.group, self.bound = group, bound
+        self.reader = OffsetsReader(settings)
+
+    def check(self) -> Progress:
+        tps = [(self.bound.topic, p) for p in sorted(self.bound.offsets)]
+        committed = self.reader.committed(self.group, tps)
+        marks = self.reader.watermarks(tps)
+        at = [GroupAt(p, committed.get((t, p)), marks[(t, p)][0]) for t, p in tps]
+        short = {(self.bound.topic, p): gap for p, gap in gaps(self.bound, at).items()}
+        drained = {p for _, p in self.reader.markers_only(short)} if short else set()
+        return progress(self.bound, at, drained)
+
+    def close(self) -> None:
+        self.reader.close()
