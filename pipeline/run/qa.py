@@ -18,6 +18,7 @@ from confluent_kafka import KafkaException
 from prometheus_client import Counter
 
 from pipeline.adapters.faust_app import (
+    abort_open_transactions_on_revoke,
     create_faust_app,
     send_in_source_transaction,
     stop_transactions_of_lost_partitions,
@@ -67,6 +68,7 @@ def create_app(settings: Settings, app_id: str = "callqa-qa", health: StageHealt
     limits = MessageLimits.from_catalog(load_catalog(settings.bucket_names))
     watch_health(app, health, transcripts.get_topic_name())
     stop_transactions_of_lost_partitions(app, transcripts.get_topic_name())
+    abort_open_transactions_on_revoke(app, transcripts.get_topic_name())
     tally = tally or ReplayTally()
     if bound is not None:
         bound.check_topic(transcripts.get_topic_name())
