@@ -119,7 +119,7 @@ def create_app(settings: Settings, app_id: str = "callqa-qa", health: StageHealt
 def _watch_bound(app: faust.App, settings: Settings, group: str, bound: StopOffsets, tally: ReplayTally,
                  on_done: Callable[[], None]) -> None:
     """Every few seconds, on every member: has the whole group reached its stop offsets?"""
-    from pipeline.ops.bound_kafka import BoundWatch
+    from pipeline.ops.replay_kafka import BoundWatch
 
     watch = BoundWatch(settings, group, bound)
 

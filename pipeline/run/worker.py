@@ -132,7 +132,7 @@ class AsrWorker:
 
     def _connect(self) -> None:
         if self.opts.stop_at is not None:
-            from pipeline.ops.bound_kafka import BoundWatch
+            from pipeline.ops.replay_kafka import BoundWatch
 
             self.opts.stop_at.check_topic(self.input_topic)
             self.bound_watch = BoundWatch(self.settings, self.opts.group_id(self.settings), self.opts.stop_at)
