@@ -48,8 +48,10 @@ class StopOffsets:
         return self.offsets.get(partition, 0)
 
     def keeps(self, topic: str, partition: int, offset: int) -> bool:
-        """Whether the replay processes this record: only what was there when it started."""
-        return topic == self.topic and offset < self.stop_of(partition)
+        """Whether the replay processes this record: of its input, only what was there when it
+        started. A record of another topic the stage reads (a retry topic: redrives addressed to
+        this group) is not the bound's to drop."""
+        return topic != self.topic or offset < self.stop_of(partition)
 
     def check_topic(self, topic: str) -> None:
         if topic != self.topic:
