@@ -6,13 +6,16 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
 from pipeline.config import Settings, load_settings
 from pipeline.errors import CallQAError
 from pipeline.logs import configure_logging
+
+if TYPE_CHECKING:
+    from pipeline.stages.replay_bound import ReplayTally, StopOffsets
 
 app = typer.Typer(help="callqa: transcribe and compliance-check call recordings at scale.",
                   no_args_is_help=True, pretty_exceptions_enable=False)
@@ -241,6 +244,11 @@ def prepare_model_cmd() -> None:
     typer.echo(f"model {cfg.asr_model} ready in {files.directory} (sha256 {files.sha256[:12]})")
 
 
+StopAtOpt = Annotated[Optional[str], typer.Option(
+    help="A bounded replay: stop at these offsets of the input (TOPIC:P=OFFSET,..., as `replay group` prints them); "
+         "exit 0 with a summary once the whole group has reached them.")]
+
+
 @app.command("worker")
 def worker_cmd(
     bucket: Annotated[str, typer.Option(help="Duration bucket to consume (group asr-<bucket>).")],
@@ -254,6 +262,7 @@ def worker_cmd(
     group: Annotated[Optional[str], typer.Option(
         help="Consumer group (default asr-<bucket>); another one replays, tagged with --replay-id or its name.")] = None,
     replay_id: Annotated[Optional[str], typer.Option(help="Add this replay id to every transcript's lineage.")] = None,
+    stop_at: StopAtOpt = None,
 ) -> None:
     """Run one ASR worker: audio.bucket.<bucket> → asr.transcripts, exactly once."""
     import signal
@@ -262,23 +271,40 @@ def worker_cmd(
     from pipeline.ops.endpoint import start_endpoint
     from pipeline.ops.lag_kafka import StageSpec
     from pipeline.run.worker import AsrWorker, WorkerOptions
+    from pipeline.stages.replay_bound import StopOffsets
 
     cfg = settings()
     if bucket not in cfg.bucket_names:
         raise typer.BadParameter(f"unknown bucket {bucket!r}; configured: {list(cfg.bucket_names)}")
     if replay_id is not None:
         check_replay_id(replay_id)
+    bound = StopOffsets.parse(stop_at) if stop_at else None
+    if bound is not None:
+        bound.check_topic(cfg.topic(f"audio.bucket.{bucket}"))
     engine = load_engine(cfg, device)
     opts = WorkerOptions(bucket=bucket, device=engine.device.kind, instance_id=instance_id,
                          window_ms=window_ms, max_calls=max_calls, max_audio_s=max_audio_s,
                          memory_watermark_bytes=int(memory_watermark_gb * 2**30) if memory_watermark_gb else None,
-                         group=group, replay_id=replay_id)
+                         group=group, replay_id=replay_id, stop_at=bound)
     health = start_endpoint(cfg, f"asr-{bucket}", [StageSpec(f"asr-{bucket}", opts.group_id(cfg), opts.input_topic(cfg), True)],
                             model_version=engine.model_version)
     worker = AsrWorker(cfg, opts, engine, health)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: worker.stopping.set())
     worker.run()
+    if bound is not None:
+        _replay_ended(opts.group_id(cfg), bound, worker.tally)
+
+
+def _replay_ended(group: str, bound: StopOffsets, tally: ReplayTally) -> None:
+    """A bounded replay's last word: the summary and exit 0, or where it stopped short and exit 1."""
+    from pipeline.stages.replay_bound import summary, unfinished
+
+    if tally.finished:
+        typer.echo(summary(group, bound, tally))
+        raise typer.Exit(0)
+    typer.echo(unfinished(group, bound, tally), err=True)
+    raise typer.Exit(1)
 
 
 @app.command("qa")
@@ -288,23 +314,39 @@ def qa_cmd(
     group: Annotated[Optional[str], typer.Option(
         help="A replay group (instead of --app-id): its results are tagged with --replay-id, default the group.")] = None,
     replay_id: Annotated[Optional[str], typer.Option(help="Add this replay id to every result's lineage.")] = None,
+    stop_at: StopAtOpt = None,
 ) -> None:
     """Run the QA stage: asr.transcripts → qa.findings (rule packs, PII redaction, scores)."""
+    import os
+    import signal
+
     import faust
 
     from pipeline.lineage import check_replay_id
     from pipeline.ops.endpoint import start_endpoint
     from pipeline.ops.lag_kafka import StageSpec
     from pipeline.run.qa import create_app
+    from pipeline.stages.replay_bound import ReplayTally, StopOffsets
 
     cfg = settings()
     if group is not None:  # a replay's output is always tagged: untagged it would pass for the live results
         app_id, replay_id = group, replay_id or group
     if replay_id is not None:
         check_replay_id(replay_id)
+    bound = StopOffsets.parse(stop_at) if stop_at else None
+    if bound is not None:
+        bound.check_topic(cfg.topic("asr.transcripts"))
+    tally = ReplayTally()
     health = start_endpoint(cfg, "qa", [StageSpec("qa", app_id, cfg.topic("asr.transcripts"), False)])
-    faust_app = create_app(cfg, app_id, health, replay_id)
-    faust.Worker(faust_app, loglevel=cfg.log_level.upper(), quiet=True).execute_from_commandline()
+    # Done: stop the way an operator's SIGTERM does (Faust's graceful shutdown), then report below.
+    faust_app = create_app(cfg, app_id, health, replay_id, bound, tally,
+                           on_done=lambda: os.kill(os.getpid(), signal.SIGTERM))
+    try:
+        faust.Worker(faust_app, loglevel=cfg.log_level.upper(), quiet=True).execute_from_commandline()
+    except SystemExit as exc:
+        if bound is None or exc.code not in (0, None):
+            raise
+        _replay_ended(app_id, bound, tally)
 
 
 @app.command("report")

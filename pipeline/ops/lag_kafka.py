@@ -29,6 +29,8 @@ from pipeline.ops.backlog import PartitionBacklog, PartitionPosition, partition_
 from pipeline.ops.headers import Stamp
 
 TIMEOUT_S = 30.0
+_COORDINATOR_MOVING = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                       KafkaError.COORDINATOR_NOT_AVAILABLE}
 TP = tuple[str, int]
 
 
@@ -147,10 +149,18 @@ class OffsetsReader:
         if group not in self._group_consumers:
             self._group_consumers[group] = Consumer({**self.settings.kafka_common(), "group.id": group,
                                                      "enable.auto.commit": False})
-        try:
-            parts = self._group_consumers[group].committed([TopicPartition(t, p) for t, p in tps], timeout=TIMEOUT_S)
-        except KafkaException as exc:
-            raise StackError(f"cannot read committed offsets of group {group}: {exc}") from exc
+        deadline = time.monotonic() + TIMEOUT_S
+        while True:
+            try:
+                parts = self._group_consumers[group].committed([TopicPartition(t, p) for t, p in tps], timeout=TIMEOUT_S)
+                break
+            except KafkaException as exc:
+                # NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS while a fresh cluster elects the
+                # group's coordinator (seen on the first `replay group` of a new stack): retriable
+                err = exc.args[0]
+                if not (err.retriable() or err.code() in _COORDINATOR_MOVING) or time.monotonic() > deadline:
+                    raise StackError(f"cannot read committed offsets of group {group}: {exc}") from exc
+                time.sleep(0.5)
         return {(tp.topic, tp.partition): (tp.offset if tp.offset >= 0 else None) for tp in parts}
 
     # -- stamps -----------------------------------------------------------------------------
@@ -191,6 +201,12 @@ class OffsetsReader:
         finally:
             self.consumer.unassign()
         return found, set(starts) - has_data - todo
+
+    def markers_only(self, gaps: dict[TP, tuple[int, int]]) -> set[TP]:
+        """The partitions whose ``[start, stop)`` holds no data record, only transaction markers
+        (one not read to its end in time is not among them)."""
+        return self._read({tp: start for tp, (start, _) in gaps.items()},
+                          {tp: stop for tp, (_, stop) in gaps.items()}, first=True, any_record=True)[1]
 
     def last_stamps(self, ends: dict[TP, tuple[int, int]], back: int = 8) -> dict[TP, Stamp]:
         """The stamp of the last record before each end offset (a few offsets back: transaction

@@ -86,6 +86,7 @@ def new_group(
     from pipeline.ops.replay_kafka import commit_offsets, partitions_of, positions
 
     from pipeline.lineage import check_replay_id
+    from pipeline.stages.replay_bound import StopOffsets
 
     cfg = _settings()
     check_replay_id(replay_id or group)
@@ -102,9 +103,11 @@ def new_group(
     for move in moves:
         typer.echo(describe_move(move))
     tag = replay_id or group
-    run = (f"callqa worker --bucket {bucket} --group {group} --replay-id {tag}" if bucket
-           else f"callqa qa --group {group} --replay-id {tag}")
-    typer.echo(f"group {group} starts at the moves above; run: {run}")
+    # The end offsets read with the start: the replay stops there (later records are the live group's).
+    stop = StopOffsets(topic, {p: end for (_, p), (_, end) in sorted(bounds.items())}).flag()
+    run = (f"callqa worker --bucket {bucket} --group {group} --replay-id {tag} --stop-at {stop}" if bucket
+           else f"callqa qa --group {group} --replay-id {tag} --stop-at {stop}")
+    typer.echo(f"group {group} starts at the moves above and stops at {stop}; run: {run}")
 
 
 @replay_app.command("reroute")

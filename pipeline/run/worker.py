@@ -35,6 +35,7 @@ from pipeline.adapters.fetch import Fetcher
 from pipeline.adapters.minio_store import retrying_store
 from pipeline.catalog import load_catalog
 from pipeline.config import Settings
+from pipeline.errors import CallQAError
 from pipeline.logs import get_logger
 from pipeline.ops.headers import addressed_to
 from pipeline.ops.health import StageHealth
@@ -45,12 +46,14 @@ from pipeline.stages.batching import BatchBudget
 from pipeline.stages.checkpoint import Checkpoint, Position
 from pipeline.stages.deadline import RtfxEstimate
 from pipeline.stages.gather import Gatherer, Queued
+from pipeline.stages.replay_bound import ReplayTally, StopOffsets
 from pipeline.stages.retry import RetryInterrupted, interruptible_sleep
 from pipeline.stages.sizes import MessageLimits
 from pipeline.stages.storage import ObjectStore
 
 log = get_logger("callqa.worker")
 T = TypeVar("T")
+BOUND_CHECK_S = 2.0  # how often an idle bounded replay asks whether its group is done
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,7 @@ class WorkerOptions:
     memory_watermark_bytes: int | None = None
     group: str | None = None  # consumer group; default asr-<bucket> (another one replays the bucket)
     replay_id: str | None = None  # carried by every transcript of a replay
+    stop_at: StopOffsets | None = None  # a bounded replay: ends once the group reached these offsets
 
     @property
     def member_id(self) -> str:
@@ -125,10 +129,18 @@ class AsrWorker:
         )
         self.consumer: Any = None
         self.committer: BatchCommitter | None = None
+        self.tally = ReplayTally()  # a bounded replay's records and its group's last check
+        self.bound_watch: Any = None
+        self._next_bound_check = 0.0
 
     # -- clients (created in the process that uses them, after any fork) -------------------
 
     def _connect(self) -> None:
+        if self.opts.stop_at is not None:
+            from pipeline.ops.replay_kafka import BoundWatch
+
+            self.opts.stop_at.check_topic(self.input_topic)
+            self.bound_watch = BoundWatch(self.settings, self.opts.group_id(self.settings), self.opts.stop_at)
         self._new_consumer()
         self.committer = self._committer(self.consumer, self._new_producer)
 
@@ -235,8 +247,30 @@ class AsrWorker:
                 # another group's redrive: passed by, its offset committed with a later record of
                 # the partition (or read and passed by again after a restart)
                 continue
-            good.append(msg)
+            if self._keeps(msg):
+                good.append(msg)
         return good
+
+    def _keeps(self, msg: Message) -> bool:
+        """A bounded replay leaves records that arrived after its start (never processed, never
+        committed by this group); everything else is kept."""
+        bound = self.opts.stop_at
+        return bound is None or bound.keeps(msg.topic(), msg.partition(), msg.offset())
+
+    def _bound_reached(self) -> bool:
+        """Idle: has the whole group (not only this member) reached its stop offsets?"""
+        if self.bound_watch is None or time.monotonic() < self._next_bound_check:
+            return False
+        self._next_bound_check = time.monotonic() + BOUND_CHECK_S
+        try:
+            self.tally.last = self.bound_watch.check()
+        except (CallQAError, KafkaException) as exc:  # a check that failed is retried, not taken as done
+            log.warning("replay_bound_check_failed", error=str(exc))
+            return False
+        if self.tally.finished:
+            log.info("replay_bound_reached", stop_at=self.opts.stop_at.flag() if self.opts.stop_at else None,
+                     processed=self.tally.processed)
+        return self.tally.finished
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -250,6 +284,8 @@ class AsrWorker:
                 if next_batch is None:
                     next_batch = self._prefetch()
                     if next_batch is None:
+                        if self._bound_reached():
+                            break
                         continue
                 wait_start = time.perf_counter()
                 try:
@@ -315,7 +351,8 @@ class AsrWorker:
                 if msg is None:
                     continue
                 if not msg.error():
-                    self.gatherer.add(msg)  # from a partition assigned while paused
+                    if self._keeps(msg):
+                        self.gatherer.add(msg)  # from a partition assigned while paused
                 elif _is_fatal(msg.error()):
                     fatal = msg.error()  # reported once: rejoin when the batch is done (it will not commit)
         finally:
@@ -329,6 +366,8 @@ class AsrWorker:
         if self.committer is None:
             raise RuntimeError("the worker is not connected")
         if self.committer.commit(batch.positions, outcomes):
+            for position in batch.positions:
+                self.tally.count(position.partition)
             return True
         self.gatherer.clear()  # rewound: what waits will be delivered again
         return False
@@ -341,6 +380,8 @@ class AsrWorker:
             self.committer.close()
         if self.consumer is not None:
             self.consumer.close()
+        if self.bound_watch is not None:
+            self.bound_watch.close()
         log.info("worker_stopped", bucket=self.opts.bucket)
 
 
