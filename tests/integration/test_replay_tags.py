@@ -57,6 +57,10 @@ def test_a_reroute_cut_short_by_its_time_limit_says_how_many_are_left(
     for name in ("d1", "d2"):
         audio.write(tmp_path / "calls" / f"{name}.wav", 3.0, 16000)
     assert callqa(settings, "ingest", str(tmp_path / "calls")).returncode == 0
+    # MinIO publishes the arrivals after the upload returns: wait for them before re-routing
+    arrivals = settings.model_copy(update={"topic_prefix": ""})  # the stack's own topic, shared
+    mine = lambda m: (m.key() or b"").startswith(settings.recordings_bucket.encode() + b"/")  # noqa: E731
+    assert len(consume(arrivals, settings.arrivals, want=2, timeout_s=60, keep=mine)) == 2
     cut = callqa(
         settings, "replay", "reroute", "--generation", "1", "--from", t0.isoformat(), "--execute", "--time-limit-s", "0"
     )
