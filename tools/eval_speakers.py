@@ -49,10 +49,17 @@ CONDITIONS = {
 }
 COMPANIES = ("Northwind Bank", "Contoso Card Services", "Fabrikam Credit", "Tailspin Bank")
 NAMES = ("Anna", "Mark", "Lisa", "Tom", "Grace", "Peter")
-ASKS = ("I would like to check the balance of my credit card.", "I want to raise the limit on my card.",
-        "My card was declined at the shop this morning.", "I lost my card yesterday evening.")
-ANSWERS = ("Of course, let me look that up for you right now.", "I can help you with that today.",
-           "Please give me a moment while I check your account.")
+ASKS = (
+    "I would like to check the balance of my credit card.",
+    "I want to raise the limit on my card.",
+    "My card was declined at the shop this morning.",
+    "I lost my card yesterday evening.",
+)
+ANSWERS = (
+    "Of course, let me look that up for you right now.",
+    "I can help you with that today.",
+    "Please give me a moment while I check your account.",
+)
 ABUSE = ("You are an idiot, stop wasting my time.", "Are you deaf? I said it twice, you are useless.")
 DIGITS = "zero one two three four five six seven eight nine".split()
 
@@ -73,14 +80,21 @@ class Script:
 
 def make_script(rng: random.Random, name: str) -> Script:
     abusive, read_back = rng.random() < 0.5, rng.random() < 0.5
-    turns = [("agent", f"Thank you for calling {rng.choice(COMPANIES)}, my name is {rng.choice(NAMES)}. "
-                       "This call is recorded for quality purposes."),
-             ("customer", rng.choice(ASKS))]
+    turns = [
+        (
+            "agent",
+            f"Thank you for calling {rng.choice(COMPANIES)}, my name is {rng.choice(NAMES)}. "
+            "This call is recorded for quality purposes.",
+        ),
+        ("customer", rng.choice(ASKS)),
+    ]
     if read_back:
         card = ". ".join(DIGITS[int(d)] for d in luhn_card(rng))
-        turns += [("agent", "Could you give me your card number please?"),
-                  ("customer", f"Yes, it is. {card}."),
-                  ("agent", f"Let me confirm, your card number is. {card}.")]
+        turns += [
+            ("agent", "Could you give me your card number please?"),
+            ("customer", f"Yes, it is. {card}."),
+            ("agent", f"Let me confirm, your card number is. {card}."),
+        ]
     turns.append(("agent", rng.choice(ANSWERS)))
     if abusive:
         turns += [("customer", "Sorry, I did not understand, can you say that again?"), ("agent", rng.choice(ABUSE))]
@@ -98,8 +112,9 @@ def speak(text: str, voice: str, effects: tuple[str, ...] = ()) -> np.ndarray:
     return soxr.resample(audio, rate, RATE).astype(np.float32)
 
 
-def render(script: Script, condition: tuple[str, str, tuple[str, ...], float], rng: random.Random
-           ) -> tuple[np.ndarray, list[tuple[str, float, float]]]:
+def render(
+    script: Script, condition: tuple[str, str, tuple[str, ...], float], rng: random.Random
+) -> tuple[np.ndarray, list[tuple[str, float, float]]]:
     """(2, frames) agent/customer channels and the truth turns (role, start_s, end_s)."""
     agent_voice, customer_voice, effects, gain_db = condition
     pieces, truth, cursor = [], [], int(0.4 * RATE)
@@ -128,8 +143,10 @@ def attribution(segments: list, truth: list[tuple[str, float, float]]) -> tuple[
 
 
 def qa_text(call_id: str, result, channels: int) -> CallText:
-    segs = tuple(SegmentText(s.role, s.channel, s.start_s, s.end_s, s.text, getattr(s, "role_confidence", None))
-                 for s in result.segments)
+    segs = tuple(
+        SegmentText(s.role, s.channel, s.start_s, s.end_s, s.text, getattr(s, "role_confidence", None))
+        for s in result.segments
+    )
     return CallText(call_id, None, result.duration_s, channels, segs)
 
 
@@ -162,12 +179,25 @@ def main() -> None:
             found = {}
             for label, result, n in (("mono", m, 1), ("stereo", s, 2)):
                 ids = {f.rule_id: f for f in qa.evaluate(qa_text(script.name, result, n)).findings}
-                found[label] = {"abuse": "abuse.agent" in ids, "read_back": "pii.agent_reads_back" in ids,
-                                "abuse_conf": getattr(ids.get("abuse.agent"), "confidence", None)}
-            rows.append({"call": script.name, "condition": cond_name, "right_s": right, "total_s": total,
-                         "abusive": script.abusive_agent, "read_back": script.read_back, **found,
-                         "roles": sorted({seg.role for seg in m.segments}), "sep_cpu_s": round(sep, 2),
-                         "asr_cpu_s": round(cpu - sep, 2)})
+                found[label] = {
+                    "abuse": "abuse.agent" in ids,
+                    "read_back": "pii.agent_reads_back" in ids,
+                    "abuse_conf": getattr(ids.get("abuse.agent"), "confidence", None),
+                }
+            rows.append(
+                {
+                    "call": script.name,
+                    "condition": cond_name,
+                    "right_s": right,
+                    "total_s": total,
+                    "abusive": script.abusive_agent,
+                    "read_back": script.read_back,
+                    **found,
+                    "roles": sorted({seg.role for seg in m.segments}),
+                    "sep_cpu_s": round(sep, 2),
+                    "asr_cpu_s": round(cpu - sep, 2),
+                }
+            )
             print(json.dumps(rows[-1]), flush=True)
     report(rows, totals)
 
@@ -186,9 +216,10 @@ def report(rows: list[dict], totals: dict[str, float]) -> None:
             tp = sum(r[label][kind] for r in pos)
             fp = sum(r[label][kind] for r in neg)
             print(f"{kind:<9} {label:<6} recall {tp}/{len(pos)}  false positives {fp}/{len(neg)}")
-    print(f"separation CPU {totals['sep_cpu_s']:.1f} s, transcription CPU {totals['asr_cpu_s']:.1f} s, "
-          f"ratio {totals['sep_cpu_s'] / max(totals['asr_cpu_s'], 1e-9):.3f}")
-
+    print(
+        f"separation CPU {totals['sep_cpu_s']:.1f} s, transcription CPU {totals['asr_cpu_s']:.1f} s, "
+        f"ratio {totals['sep_cpu_s'] / max(totals['asr_cpu_s'], 1e-9):.3f}"
+    )
 
 
 def similarities(part: str) -> None:
@@ -201,8 +232,11 @@ def similarities(part: str) -> None:
     encoder, vad, rng = SpeakerEncoder(), SileroVad(VadOptions()), random.Random(3 if part == "dev" else 4)
     for cond_name, (agent, customer, effects, gain) in CONDITIONS[part].items():
         script = make_script(rng, cond_name)
-        for label, cond in (("two", (agent, customer, effects, gain)), ("agent-only", (agent, agent, (), 0.0)),
-                            ("customer-only", (customer, customer, effects, 0.0))):
+        for label, cond in (
+            ("two", (agent, customer, effects, gain)),
+            ("agent-only", (agent, agent, (), 0.0)),
+            ("customer-only", (customer, customer, effects, 0.0)),
+        ):
             mono = render(script, cond, rng)[0].sum(axis=0)
             regions = vad.regions(mono)
             c = cluster_two(encoder.embed(mono, embedding_windows(regions)), same_voice_similarity=1.0)

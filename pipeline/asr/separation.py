@@ -15,8 +15,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from pipeline.asr.speaker_encoder import SpeakerEncoder
-from pipeline.asr.transcript import CallTranscript, Segment
+from pipeline.asr.transcript import CallTranscript
 from pipeline.stages.speakers import (
     NO_PHRASE_ROLE,
     SAME_VOICE_SIMILARITY,
@@ -32,6 +31,8 @@ UNSEPARATED = "mixed"
 
 class MonoSeparator:
     def __init__(self, agent_phrases: Sequence[str], same_voice_similarity: float = SAME_VOICE_SIMILARITY) -> None:
+        from pipeline.asr.speaker_encoder import SpeakerEncoder  # torch: only where separation runs
+
         self.encoder = SpeakerEncoder()
         self.agent_phrases = tuple(agent_phrases)
         self.same_voice_similarity = same_voice_similarity
@@ -53,6 +54,9 @@ class MonoSeparator:
             role = roles.roles.get(lab.speaker, NO_PHRASE_ROLE)
             confidence = round(roles.confidence * lab.confidence, 3) if role != NO_PHRASE_ROLE else None
             segments.append(replace(seg, role=role, role_confidence=confidence))
-        timings = {**result.timings, "separation_s": time.perf_counter() - started,
-                   "separation_cpu_s": time.process_time() - cpu}
+        timings = {
+            **result.timings,
+            "separation_s": time.perf_counter() - started,
+            "separation_cpu_s": time.process_time() - cpu,
+        }
         return replace(result, segments=segments, timings=timings)

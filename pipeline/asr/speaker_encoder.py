@@ -93,8 +93,11 @@ class SpeakerEncoder:
         rms = float(audio.pow(2).mean().sqrt())
         if rms > 1e-6:
             audio = audio * (10 ** (TARGET_DBFS / 20) / rms)
-        spec = torch.stft(audio, N_FFT, HOP, window=self.window, center=True, pad_mode="constant",
-                          return_complex=True).abs().pow(2)
+        spec = (
+            torch.stft(audio, N_FFT, HOP, window=self.window, center=True, pad_mode="constant", return_complex=True)
+            .abs()
+            .pow(2)
+        )
         return (self.filters @ spec).T  # (frames, 40)
 
     @torch.inference_mode()

@@ -78,8 +78,9 @@ def embedding_windows(regions: Sequence[tuple[int, int]], rate: int = RATE) -> l
     return out
 
 
-def cluster_two(embeddings: np.ndarray, same_voice_similarity: float = SAME_VOICE_SIMILARITY,
-                iterations: int = 20) -> Clustering:
+def cluster_two(
+    embeddings: np.ndarray, same_voice_similarity: float = SAME_VOICE_SIMILARITY, iterations: int = 20
+) -> Clustering:
     """Two-means with cosine similarity on (n, d) unit vectors, seeded with the two windows
     farthest apart; one voice when the centroids are too alike or one cluster is a sliver."""
     n = len(embeddings)
@@ -118,8 +119,9 @@ def _smooth(labels: np.ndarray) -> np.ndarray:
     return out
 
 
-def speaker_turns(regions: Sequence[tuple[int, int]], windows: Sequence[tuple[int, int]],
-                  clustering: Clustering, rate: int = RATE) -> list[Turn]:
+def speaker_turns(
+    regions: Sequence[tuple[int, int]], windows: Sequence[tuple[int, int]], clustering: Clustering, rate: int = RATE
+) -> list[Turn]:
     """Per-speaker turns in seconds: each region cut where its windows change speaker (halfway
     between the two windows' centres); a region with no window takes the nearest window's speaker."""
     centres = np.array([(s + e) / 2 for s, e in windows]) if windows else np.zeros(0)
@@ -130,7 +132,9 @@ def speaker_turns(regions: Sequence[tuple[int, int]], windows: Sequence[tuple[in
             if not len(centres):
                 continue
             i = int(np.argmin(np.abs(centres - (start + end) / 2)))
-            turns.append(Turn(start / rate, end / rate, int(clustering.labels[i]), float(clustering.confidence[i]) * 0.8))
+            turns.append(
+                Turn(start / rate, end / rate, int(clustering.labels[i]), float(clustering.confidence[i]) * 0.8)
+            )
             continue
         cut, run = start, [inside[0]]
         for prev, cur in zip(inside, inside[1:]):
@@ -144,8 +148,7 @@ def speaker_turns(regions: Sequence[tuple[int, int]], windows: Sequence[tuple[in
 
 
 def _turn(start: int, end: int, run: list[int], clustering: Clustering, rate: int) -> Turn:
-    return Turn(start / rate, end / rate, int(clustering.labels[run[0]]),
-                float(np.mean(clustering.confidence[run])))
+    return Turn(start / rate, end / rate, int(clustering.labels[run[0]]), float(np.mean(clustering.confidence[run])))
 
 
 def label_segments(segments: Sequence[tuple[float, float, str]], turns: Sequence[Turn]) -> list[Labelled]:
@@ -163,7 +166,9 @@ def label_segments(segments: Sequence[tuple[float, float, str]], turns: Sequence
         total = overlap[0] + overlap[1]
         if total <= 0:  # no turn under it (VAD and the decoder disagree): nearest turn
             near = min(turns, key=lambda t: min(abs(t.start_s - end), abs(t.end_s - start)), default=None)
-            out.append(Labelled(start, end, text, near.speaker if near else 0, 0.5 * (near.confidence if near else 1.0)))
+            out.append(
+                Labelled(start, end, text, near.speaker if near else 0, 0.5 * (near.confidence if near else 1.0))
+            )
             continue
         who = max((0, 1), key=lambda k: overlap[k])
         out.append(Labelled(start, end, text, who, round(overlap[who] / total * weighted[who] / overlap[who], 3)))

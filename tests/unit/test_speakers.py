@@ -76,8 +76,12 @@ def _seg(speaker: int, text: str, start: float = 0.0) -> Labelled:
 
 
 def test_the_speaker_saying_the_agent_phrases_is_the_agent() -> None:
-    segs = [_seg(1, "Hello?"), _seg(0, "Thank you for calling, my name is Anna. This call is recorded."),
-            _seg(1, "I lost my card."), _seg(0, "I am blocking it now.")]
+    segs = [
+        _seg(1, "Hello?"),
+        _seg(0, "Thank you for calling, my name is Anna. This call is recorded."),
+        _seg(1, "I lost my card."),
+        _seg(0, "I am blocking it now."),
+    ]
     roles = assign_roles(segs, 2, PHRASES)
     assert roles.roles == {0: "agent", 1: "customer"} and roles.confidence == 1.0
 

@@ -21,10 +21,20 @@ TURNS = (
 
 def test_abusive_agent_on_a_mono_mix_is_reported_as_abuse_agent_with_a_role_confidence(engine: Any) -> None:
     pack = load_packs([])
-    separating = Engine(replace(engine.opts, agent_phrases=agent_phrases(pack)), engine.model, engine.tokenizer, engine.device, engine.model_name, engine.model_version)
+    separating = Engine(
+        replace(engine.opts, agent_phrases=agent_phrases(pack)),
+        engine.model,
+        engine.tokenizer,
+        engine.device,
+        engine.model_name,
+        engine.model_version,
+    )
     # the customer's voice slowed and pitch-shifted, 6 dB quieter; both summed to one channel
-    channels, _ = render(Script("mono-abuse", TURNS, True, False),
-                         ("en-us+f2", "en-us+m3", ("pitch", "-300", "tempo", "0.85"), -6.0), random.Random(0))
+    channels, _ = render(
+        Script("mono-abuse", TURNS, True, False),
+        ("en-us+f2", "en-us+m3", ("pitch", "-300", "tempo", "0.85"), -6.0),
+        random.Random(0),
+    )
     result = separating.transcribe(CallAudio("mono-abuse", channels.sum(axis=0, keepdims=True), RATE, ("mixed",)))
     roles = [s.role for s in result.segments]
     assert "agent" in roles and "customer" in roles and "mixed" not in roles
