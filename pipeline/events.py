@@ -134,6 +134,10 @@ class Segment(Contract):
     start_s: float = Field(ge=0)
     end_s: float = Field(ge=0)
     text: str
+    # Since 1.2 (optional): on a mono call whose speakers were separated, how sure the role is.
+    role_confidence: float | None = Field(
+        default=None, ge=0, le=1,
+        description="since 1.2: a separated mono call's role certainty (0-1); absent: the channel's own role")
 
 
 class ModelInfo(Contract):

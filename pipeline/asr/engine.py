@@ -34,6 +34,7 @@ from pipeline.asr.model import TiedOutput, Whisper
 from pipeline.asr.number_pass import NumberPass
 from pipeline.asr.packing import PackedWindow, pack_regions
 from pipeline.asr.registry import lookup, resolve_files
+from pipeline.asr.separation import MonoSeparator
 from pipeline.asr.text import to_simplified
 from pipeline.asr.timing import TimedSpan, coverage, timed_spans, window_texts
 from pipeline.asr.tokenizer import WhisperTokenizer
@@ -94,6 +95,9 @@ class EngineOptions:
         a second time with a digits prompt (:mod:`pipeline.asr.number_pass`); empty: off.
     raise_quiet_calls: bring a call peaking under -20 dBFS up to -6 dBFS before VAD and
         features (:func:`pipeline.asr.audio.at_speech_level`).
+    separate_mono / agent_phrases: label a mono (``mixed``) call's segments agent / customer by
+        speaker separation (:mod:`pipeline.asr.separation`); the voice saying the agent phrases
+        (the rule packs' disclosures, as plain strings) is the agent. No phrases: off.
     """
 
     model: str = "whisper-base"
@@ -127,6 +131,8 @@ class EngineOptions:
     initial_prompt: str | None = None
     number_languages: tuple[str, ...] = ()
     raise_quiet_calls: bool = True
+    separate_mono: bool = True
+    agent_phrases: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -179,6 +185,8 @@ class Engine:
         self.stats = EngineStats()
         self.last_batch_stats: list[BatchStats] = []
         self.numbers = NumberPass(self, opts.number_languages) if opts.number_languages else None
+        self.separator = MonoSeparator(opts.agent_phrases) if opts.separate_mono and opts.agent_phrases else None
+        self._mono: dict[int, tuple[np.ndarray, list[tuple[int, int]]]] = {}  # this batch's mono calls
 
     @classmethod
     def load(cls, opts: EngineOptions) -> Engine:
@@ -220,6 +228,9 @@ class Engine:
                for i, call in enumerate(calls)]
         if self.numbers is not None:
             out = self.numbers.run(out, windows)
+        if self.separator is not None:  # mono calls: who spoke when (after VAD and transcription)
+            out = [self.separator.apply(t, *self._mono[i]) if i in self._mono else t for i, t in enumerate(out)]
+            self._mono = {}
         return out
 
     # -- stages -------------------------------------------------------------------------------
@@ -234,6 +245,8 @@ class Engine:
             t1 = time.perf_counter()
             for ch, regions in enumerate(self.vad.channel_regions(samples)):
                 stream = np.ascontiguousarray(samples[ch])
+                if self.separator is not None and self.separator.wants(call.roles):
+                    self._mono[i] = (stream, regions)
                 for packed in pack_regions(regions, self.opts.vad.max_window_s, self.opts.join_gap_s,
                                            self.opts.balance_windows):
                     turns = [packed] if self.opts.pack_windows else packed.unpacked()

@@ -16,6 +16,7 @@ class Segment:
     end_s: float
     text: str
     language: str = ""
+    role_confidence: float | None = None  # a mono call's separated role: how sure (None: the channel's own role)
 
 
 @dataclass(frozen=True)

@@ -62,13 +62,16 @@ class CallContext:
 
     @property
     def roles_known(self) -> bool:
-        """False for a mono call without diarisation: every segment is 'mixed'."""
+        """False for a mono call without (confident) separation: every segment is 'mixed'."""
         return any(p.segment.role in KNOWN_ROLES for p in self.segments)
 
-    def role_matches(self, scope_role: str, role: str) -> bool:
-        # Without role labels an agent-scoped rule still has to judge the call, so it sees
-        # the mixed speech (a disclosure cannot be missing just because nobody diarised).
-        return scope_role == "any" or role == scope_role or not self.roles_known
+    def role_matches(self, scope_role: str, role: str, unknown_speaker: str = "judge") -> bool:
+        # Speech of an unknown speaker (a mono call not, or not confidently, separated: 'mixed')
+        # may be anyone's: an agent-scoped rule still judges it (a disclosure cannot be missing
+        # just because nobody diarised) unless the rule skips unknown speakers.
+        if scope_role == "any" or role == scope_role:
+            return True
+        return role not in KNOWN_ROLES and unknown_speaker == "judge"
 
     def in_window(self, rule: Window, start_s: float, end_s: float) -> bool:
         """Does [start_s, end_s] touch the rule's time window?"""
@@ -93,7 +96,7 @@ class CallContext:
         return [
             p
             for p in self.segments
-            if self.role_matches(rule.role, p.segment.role)
+            if self.role_matches(rule.role, p.segment.role, getattr(rule, "unknown_speaker", "judge"))
             and self.in_window(rule, p.segment.start_s, p.segment.end_s)
         ]
 

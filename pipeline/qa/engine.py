@@ -15,7 +15,7 @@ from typing import Any
 
 from pipeline.qa import metrics
 from pipeline.qa.backstop import mask_long_digit_runs
-from pipeline.qa.context import CallContext, evidence, normalize_all, prepare
+from pipeline.qa.context import KNOWN_ROLES, CallContext, evidence, normalize_all, prepare
 from pipeline.qa.model import CallQAResult, CallText, Finding, PIISpan, PIIType, SegmentText, call_text_from
 from pipeline.qa.pii import PII_TYPES, UNCHECKED_TYPES, PIIHit, find_pii, redact_texts
 from pipeline.qa.rules import (
@@ -76,7 +76,7 @@ class QAEngine:
                 continue  # nothing was said, so nothing was left unsaid: the dead-air finding says it
             if not ctx.roles_known and rule.unknown_speaker == "skip":
                 continue
-            findings.extend(self._evaluators[rule.kind](rule, ctx))
+            findings.extend(_with_role_confidence(f, rule, ctx) for f in self._evaluators[rule.kind](rule, ctx))
         findings.sort(key=lambda f: (f.start_s if f.start_s is not None else -1.0, f.rule_id))
         return CallQAResult(
             call_id=call.call_id,
@@ -88,7 +88,7 @@ class QAEngine:
             findings=tuple(findings),
             pii=tuple(PIISpan(h.type, h.role, h.start_s, h.end_s, h.confidence) for h in hits),
             redacted_segments=tuple(
-                SegmentText(s.role, s.channel, s.start_s, s.end_s, text)
+                SegmentText(s.role, s.channel, s.start_s, s.end_s, text, s.role_confidence)
                 for s, text in zip(call.segments, redacted, strict=True)
             ),
             rule_packs=self.pack.names,
@@ -146,16 +146,16 @@ def _pii_rule(rule: PIIRule, ctx: CallContext) -> list[Finding]:
     for hit in ctx.pii:
         if (
             hit.type in rule.types
-            and ctx.role_matches(rule.role, hit.role)
+            and ctx.role_matches(rule.role, hit.role, rule.unknown_speaker)
             and ctx.in_window(rule, hit.start_s, hit.end_s)
         ):
-            read_back_only = rule.role == "agent" and not ctx.roles_known
+            read_back_only = rule.role == "agent" and hit.role not in KNOWN_ROLES
             if read_back_only and not any(h.type == hit.type and h.end_s <= hit.start_s for h in ctx.pii):
                 continue
             segs = [ctx.segments[idx] for idx in dict.fromkeys(idx for idx, _, _ in hit.parts)]
             why = "no check exists" if hit.type in UNCHECKED_TYPES else "checksum failed"
             what = hit.type if hit.confidence >= 1.0 else f"likely {hit.type} ({why})"
-            if ctx.roles_known:
+            if hit.role in KNOWN_ROLES:
                 who = f"spoken by the {hit.role}"
             elif read_back_only:
                 who = "spoken again after the same kind of number earlier in the call (a read-back; mono recording)"
@@ -168,6 +168,25 @@ def _pii_rule(rule: PIIRule, ctx: CallContext) -> list[Finding]:
 
 def _with(finding: Finding, **changes: Any) -> Finding:
     return Finding(**{**finding.__dict__, **changes})
+
+
+def _with_role_confidence(finding: Finding, rule: Any, ctx: CallContext) -> Finding:
+    """A role-scoped finding on a separated mono call is only as sure as the role of the speech it
+    quotes: its confidence is at most the least sure role_confidence among the rule's-role segments
+    it overlaps (findings on stereo calls, whose roles are the channels', are unchanged)."""
+    if rule.role == "any" or finding.start_s is None or finding.end_s is None:
+        return finding
+    start, end = finding.start_s, finding.end_s
+    sure = [
+        p.segment.role_confidence
+        for p in ctx.segments
+        if p.segment.role == rule.role and p.segment.role_confidence is not None
+        and p.segment.start_s <= end and start <= p.segment.end_s
+    ]
+    if not sure:
+        return finding
+    least = min(sure)
+    return _with(finding, confidence=round(min(least, finding.confidence if finding.confidence is not None else 1.0), 3))
 
 
 def _long_silence(rule: LongSilenceRule, ctx: CallContext) -> list[Finding]:

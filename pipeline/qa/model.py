@@ -32,6 +32,7 @@ class SegmentText:
     start_s: float
     end_s: float
     text: str
+    role_confidence: float | None = None  # a separated mono call's role: how sure (None: the channel's role)
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,10 @@ def _language_note(raw: Any) -> LanguageNote | None:
         raise CallTextError(f"malformed unsupported_language {raw!r}: {exc}") from exc
 
 
+def _optional_float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
 def _segment(call_id: str, raw: Any) -> SegmentText:
     try:
         seg = SegmentText(
@@ -117,6 +122,7 @@ def _segment(call_id: str, raw: Any) -> SegmentText:
             start_s=float(_get(raw, "start_s")),
             end_s=float(_get(raw, "end_s")),
             text=str(_get(raw, "text") or ""),
+            role_confidence=_optional_float(_get(raw, "role_confidence")),
         )
     except (TypeError, ValueError) as exc:
         raise CallTextError(f"call {call_id}: malformed segment {raw!r}: {exc}") from exc

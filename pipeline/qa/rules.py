@@ -323,3 +323,12 @@ def _describe(exc: ValidationError) -> str:
         got = "" if err["type"] in ("missing", "extra_forbidden") else f" (got {err['input']!r:.60})"
         problems.append(f"{loc or 'rule'}: {err['msg']}{got}")
     return "; ".join(problems)
+
+
+def agent_phrases(pack: RulePack) -> tuple[str, ...]:
+    """What only the agent says: the phrases of the packs' required disclosures (the greeting with
+    an identification, the recording notice). A mono call's speaker separation names the voice that
+    says them the agent (:mod:`pipeline.stages.speakers`), so the engine gets them as plain strings."""
+    phrases = (p for r in pack.rules if r.kind == "required_disclosure" and r.role in ("agent", "any")
+               for p in r.phrases)
+    return tuple(dict.fromkeys(phrases))

@@ -1,0 +1,106 @@
+"""Mono-call speaker separation, the pure part: the clustering decision and the role naming."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pipeline.stages.speakers import (
+    Clustering,
+    Labelled,
+    Turn,
+    assign_roles,
+    cluster_two,
+    embedding_windows,
+    label_segments,
+    speaker_turns,
+)
+
+PHRASES = ("my name is", "this call is recorded", "工号")
+
+
+def _voices(n_a: int, n_b: int, spread: float, seed: int = 0) -> np.ndarray:
+    """Unit vectors around two directions ``spread`` apart (0: one voice)."""
+    rng = np.random.default_rng(seed)
+    a = np.zeros(32)
+    a[0] = 1.0
+    b = np.zeros(32)
+    b[0], b[1] = np.cos(spread), np.sin(spread)
+    out = np.concatenate([a + 0.1 * rng.standard_normal((n_a, 32)), b + 0.1 * rng.standard_normal((n_b, 32))])
+    return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+
+def test_two_distinct_voices_are_two_speakers() -> None:
+    c = cluster_two(_voices(10, 8, spread=1.2))
+    assert c.speakers == 2
+    assert len(set(c.labels[:10])) == 1 and len(set(c.labels[10:])) == 1 and c.labels[0] != c.labels[-1]
+    assert c.similarity < 0.85 and c.confidence.min() >= 0.5
+
+
+def test_one_voice_stays_one_speaker() -> None:
+    c = cluster_two(_voices(18, 0, spread=0.0))
+    assert c.speakers == 1 and c.similarity > 0.85 and set(c.labels) == {0}
+
+
+def test_a_sliver_of_a_second_cluster_is_not_a_second_speaker() -> None:
+    assert cluster_two(_voices(40, 1, spread=1.2)).speakers == 1
+
+
+def test_windows_slide_inside_long_regions_and_cover_short_ones_whole() -> None:
+    rate = 16_000
+    windows = embedding_windows([(0, 4 * rate), (5 * rate, 6 * rate), (7 * rate, 7 * rate + 1000)])
+    assert windows[0] == (0, int(1.6 * rate)) and windows[-2][1] == 4 * rate
+    assert (5 * rate, 6 * rate) in windows
+    assert all(e <= 7 * rate for _, e in windows)  # under 0.5 s: no window of its own
+
+
+def test_a_region_holding_both_voices_is_cut_where_the_voice_changes() -> None:
+    rate = 16_000
+    regions = [(0, 4 * rate)]
+    windows = embedding_windows(regions)  # starts 0, 0.8, 1.6, 2.4 s
+    labels = np.array([0, 0, 1, 1])
+    turns = speaker_turns(regions, windows, Clustering(labels, np.ones(4), 0.6, 2), rate)
+    assert [t.speaker for t in turns] == [0, 1]
+    assert turns[0].start_s == 0.0 and turns[-1].end_s == 4.0
+    assert 1.5 <= turns[0].end_s <= 2.5
+
+
+def test_segments_take_the_speaker_they_overlap_most() -> None:
+    turns = [Turn(0.0, 3.0, 0, 1.0), Turn(3.0, 6.0, 1, 0.9)]
+    out = label_segments([(0.2, 2.8, "a"), (2.5, 6.0, "b")], turns)
+    assert [s.speaker for s in out] == [0, 1]
+    assert out[0].confidence == 1.0 and 0.7 < out[1].confidence < 0.9
+
+
+def _seg(speaker: int, text: str, start: float = 0.0) -> Labelled:
+    return Labelled(start, start + 2.0, text, speaker, 1.0)
+
+
+def test_the_speaker_saying_the_agent_phrases_is_the_agent() -> None:
+    segs = [
+        _seg(1, "Hello?"),
+        _seg(0, "Thank you for calling, my name is Anna. This call is recorded."),
+        _seg(1, "I lost my card."),
+        _seg(0, "I am blocking it now."),
+    ]
+    roles = assign_roles(segs, 2, PHRASES)
+    assert roles.roles == {0: "agent", 1: "customer"} and roles.confidence == 1.0
+
+
+def test_phrases_from_both_speakers_lower_the_confidence() -> None:
+    segs = [_seg(0, "您好，我的工号是1234，this call is recorded"), _seg(1, "hi, my name is Bob")]
+    roles = assign_roles(segs, 2, PHRASES)
+    assert roles.roles[0] == "agent" and roles.confidence == round(2 / 3, 3)
+
+
+def test_neither_speaker_saying_agent_phrases_leaves_both_mixed() -> None:
+    roles = assign_roles([_seg(0, "hello"), _seg(1, "hi there")], 2, PHRASES)
+    assert roles.roles == {0: "mixed", 1: "mixed"} and roles.confidence == 0.0
+
+
+def test_one_voice_is_the_agent_only_when_it_says_agent_phrases() -> None:
+    assert assign_roles([_seg(0, "My name is Anna.")], 1, PHRASES).roles == {0: "agent"}
+    assert assign_roles([_seg(0, "Hello, anyone there?")], 1, PHRASES).roles == {0: "mixed"}
+
+
+def test_english_phrases_match_whole_words_only() -> None:
+    assert assign_roles([_seg(0, "my names isn't it")], 1, ("my name is",)).roles == {0: "mixed"}
