@@ -30,6 +30,8 @@ COPY_LEVEL_RATIO = 2.0
 QUIET_PEAK = 0.1  # -20 dBFS: a call that never gets louder than this is brought up
 TARGET_PEAK = 0.5  # -6 dBFS
 MAX_GAIN = 100.0  # 40 dB: below that it is line noise, not a quiet call
+MAX_PIECE_GAIN = 10.0  # 20 dB
+ECHO_CORRELATION = 0.5  # envelopes of a leg and its echo on the other leg, at least
 
 
 @dataclass(frozen=True, eq=False)
@@ -97,14 +99,55 @@ def merge_copied_channels(samples: np.ndarray, roles: tuple[str, ...]) -> tuple[
 
 def at_speech_level(samples: np.ndarray) -> np.ndarray:
     """A quiet call (peak under ``QUIET_PEAK``) raised to a ``TARGET_PEAK`` peak, every channel by
-    the same gain, so that a party's echo on the other side stays as far below them as it was.
-    Silero's VAD misses the first words of quiet speech, and Whisper's log-mel features are not
-    level-free (tools/bench_levels.py measures both on calls 20-40 dB down). Other calls are
+    the same gain, so that a party's echo on the other side stays as far below them as it was;
+    then a channel still that quiet whose loudness does not follow another channel's (a quiet
+    party, not an echo of the other) raised alone. Silero's VAD misses quiet speech (a party
+    24 dB under the other on a stereo call lost whole turns), and Whisper's log-mel features are
+    not level-free (tools/bench_levels.py measures both on calls 20-40 dB down). Other calls are
     returned as they were."""
     peak = max(float(samples.max()), -float(samples.min()))
-    if peak == 0.0 or peak >= QUIET_PEAK:
+    if peak == 0.0:
         return samples
-    return samples * np.float32(min(TARGET_PEAK / peak, MAX_GAIN))
+    gain = min(TARGET_PEAK / peak, MAX_GAIN) if peak < QUIET_PEAK else 1.0
+    if gain != 1.0:
+        samples = samples * np.float32(gain)
+    if samples.shape[0] < 2:
+        return samples
+    peaks = np.abs(samples).max(axis=1)
+    quiet = [ch for ch in range(samples.shape[0]) if 0.0 < peaks[ch] < QUIET_PEAK and not _echoes(samples, ch)]
+    if not quiet:
+        return samples
+    out = samples.copy()
+    for ch in quiet:
+        out[ch] *= np.float32(min(TARGET_PEAK / float(peaks[ch]), MAX_GAIN / gain))  # 40 dB in all at most
+    return out
+
+
+def piece_gain(piece: np.ndarray) -> float:
+    """The gain a stretch of speech (a VAD region) is encoded with: one peaking under ``QUIET_PEAK``
+    is brought to ``TARGET_PEAK``, by ``MAX_PIECE_GAIN`` at most. On a mono mix the quieter party
+    cannot be raised by a channel's gain without the louder one: a party 21 dB under the other was
+    found by the VAD but decoded to no text."""
+    peak = float(np.abs(piece).max()) if piece.size else 0.0
+    return min(TARGET_PEAK / peak, MAX_PIECE_GAIN) if 0.0 < peak < QUIET_PEAK else 1.0
+
+
+def _echoes(samples: np.ndarray, ch: int) -> bool:
+    """Whether channel ``ch``'s loudness follows another channel's (a leg carrying the other
+    party's echo): their 50 ms log-energy envelopes correlate. Two parties take turns, so their
+    envelopes do not (at most about zero); line noise alone is flat and follows nothing."""
+    own = _envelope(samples[ch])
+    for other in range(samples.shape[0]):
+        if other != ch and float(np.corrcoef(own, _envelope(samples[other]))[0, 1]) >= ECHO_CORRELATION:
+            return True
+    return False
+
+
+def _envelope(channel: np.ndarray, frame: int = 800) -> np.ndarray:
+    """Log energy per ``frame`` samples (50 ms at 16 kHz)."""
+    n = channel.size // frame
+    frames = channel[: n * frame].reshape(n, frame) if n else channel[None, :]
+    return np.log10(np.einsum("ij,ij->i", frames, frames) + 1e-10)
 
 
 def load_call_audio(

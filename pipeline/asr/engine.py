@@ -23,7 +23,7 @@ from typing import Literal
 import numpy as np
 import torch
 
-from pipeline.asr.audio import CallAudio, at_speech_level, resample
+from pipeline.asr.audio import CallAudio, at_speech_level, piece_gain, resample
 from pipeline.asr.convert import load_converted
 from pipeline.asr.decode import PROMPT_TOKENS, TIME_STEP_S, DecodeOptions, DecodeStats, GreedyDecoder, WindowDecode
 from pipeline.asr.devices import Device, DtypeName, resolve_device
@@ -339,7 +339,9 @@ class Engine:
         audio = self.pool.audio(bucket_s, len(items))
         for row, item in enumerate(items):
             for p in item.packed.pieces:
-                audio[row, p.dst_start : p.dst_end] = torch.from_numpy(item.stream[p.src_start : p.src_end])
+                piece = item.stream[p.src_start : p.src_end]
+                gain = piece_gain(piece) if self.opts.raise_quiet_calls else 1.0
+                audio[row, p.dst_start : p.dst_end] = torch.from_numpy(piece if gain == 1.0 else piece * np.float32(gain))
         mel = self.mel(audio, self.pool.shapes[bucket_s].mel_frames).to(self.model.encoder_dtype)
         if self.device.kind == "cpu":  # one window per call: no slower on CPU, and batch-invariant in bf16
             return torch.cat([self.model.encoder(mel[i : i + 1]) for i in range(len(items))]).to(self.model.dtype)

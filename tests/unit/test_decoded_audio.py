@@ -86,3 +86,16 @@ def test_a_quiet_call_is_raised_with_one_gain_for_both_sides() -> None:
     assert at_speech_level(silent) is silent
     hiss = np.full_like(call, 1e-5)  # -100 dBFS: raised 40 dB at most
     assert np.isclose(np.abs(at_speech_level(hiss)).max(), 1e-5 * MAX_GAIN)
+
+
+def test_a_quiet_party_is_raised_alone_but_an_echo_of_the_other_is_not() -> None:
+    call = two_parties()  # they take turns
+    quiet = np.stack([call[0], call[1] * np.float32(10 ** (-25 / 20))])  # the customer 25 dB under
+    raised = at_speech_level(quiet)
+    assert np.array_equal(raised[0], quiet[0]) and np.isclose(np.abs(raised[1]).max(), TARGET_PEAK)
+    # a silent customer leg carrying the agent's line echo, delayed, filtered, 26 dB down, over hiss
+    rng = np.random.default_rng(0)
+    echo = np.roll(np.convolve(call[0], [0.5, 0.3, 0.2], "same"), 40).astype(np.float32) * np.float32(0.05)
+    echo += rng.standard_normal(echo.size).astype(np.float32) * np.float32(1e-4)
+    leg = np.stack([call[0], echo])
+    assert at_speech_level(leg) is leg

@@ -203,6 +203,8 @@ def test_only_regions_with_a_number_still_to_mend_are_decoded_again() -> None:
     assert worth_decoding("My mobile number is one three nine")  # spoken digit words count
     assert not worth_decoding("May I have your card number, please?")  # a cue only: nothing said yet
     assert not worth_decoding("请您提供一下您的手机号码。")
+    assert not worth_decoding("It was delivered on 12 March 2024 at 3 45.")  # digits, but no number given
+    assert not worth_decoding("The total is 48 pounds 20.")
     # a number that passes its checksum is right already: a perfect first pass stays perfect
     assert not worth_decoding("My card number is 4532 0151 1283 0366.")
     assert not worth_decoding("我的身份证号是11010519491231002X")
