@@ -107,7 +107,9 @@ def plan_changes(specs: list[TopicSpec], live: dict[str, LiveTopic], prefix: str
         topic = prefix + spec.name
         current = live.get(topic)
         if current is None:
-            changes.append(TopicChange(topic, "create", {"partitions": spec.partitions}))
+            changes.append(TopicChange(topic, "create", {"partitions": spec.partitions,
+                                                         "replication_factor": spec.replication_factor,
+                                                         "config": dict(spec.config)}))
             continue
         if current.partitions < spec.partitions:
             changes.append(
@@ -127,7 +129,8 @@ def plan_changes(specs: list[TopicSpec], live: dict[str, LiveTopic], prefix: str
             )
         drift = {k: v for k, v in spec.config.items() if not same_config_value(k, v, current.config.get(k))}
         if drift:
-            changes.append(TopicChange(topic, "alter_config", {"set": drift}))
+            changes.append(TopicChange(topic, "alter_config",
+                                       {"set": drift, "was": {k: current.config.get(k) for k in drift}}))
     return changes
 
 

@@ -13,6 +13,7 @@ import typer
 from pipeline.config import Settings, load_settings
 from pipeline.errors import CallQAError
 from pipeline.logs import configure_logging
+from pipeline.ops.cli_common import BootstrapOpt, CommandConfigOpt, DryRunOpt, ExecuteOpt, acting, kafka_settings
 
 if TYPE_CHECKING:
     from pipeline.stages.replay_bound import ReplayTally, StopOffsets
@@ -102,30 +103,43 @@ def stack_status() -> None:
 # --- topics -----------------------------------------------------------------------------
 
 @topics_app.command("apply")
-def topics_apply() -> None:
-    """Create or update the catalog's topics; a second run changes nothing."""
-    from pipeline.adapters.kafka_admin import apply_catalog
+def topics_apply(execute: ExecuteOpt = False, dry_run: DryRunOpt = False,
+                 bootstrap_server: BootstrapOpt = None, command_config: CommandConfigOpt = None) -> None:
+    """Show how the cluster differs from the catalog (a dry run, the default); with --execute create or
+    update the topics. A second --execute changes nothing."""
+    from pipeline.adapters.kafka_admin import apply_catalog, plan_catalog
     from pipeline.catalog import load_catalog
+    from pipeline.ops.topic_diff import diff_lines
 
-    cfg = settings()
-    changes = apply_catalog(cfg, load_catalog(cfg.bucket_names, cfg.replication_factor))
+    act = acting(execute, dry_run)
+    cfg = kafka_settings(settings(), bootstrap_server, command_config)
+    specs = load_catalog(cfg.bucket_names, cfg.replication_factor)
+    if not act:
+        planned = plan_catalog(cfg, specs)
+        for line in diff_lines(planned):
+            typer.echo(line)
+        typer.echo("no changes: the cluster matches the catalog" if not planned else
+                   f"dry run: {sum(c.applicable for c in planned)} change(s) to apply; add --execute to apply")
+        return
+    changes = apply_catalog(cfg, specs)
     if not changes:
         typer.echo("no changes: the cluster matches the catalog")
     for change in changes:
         mark = "applied" if change.applicable else "NOT APPLIED (manual step)"
-        typer.echo(f"{change.topic}: {change.action} {change.detail} [{mark}]")
+        for line in diff_lines([change]):
+            typer.echo(f"{line} [{mark}]")
     if any(not c.applicable for c in changes):
         typer.echo("the cluster still differs from the catalog (see NOT APPLIED above)", err=True)
         raise typer.Exit(1)
 
 
 @topics_app.command("describe")
-def topics_describe() -> None:
+def topics_describe(bootstrap_server: BootstrapOpt = None, command_config: CommandConfigOpt = None) -> None:
     """Live topic state beside the catalog."""
     from pipeline.adapters.kafka_admin import describe
     from pipeline.catalog import load_catalog
 
-    cfg = settings()
+    cfg = kafka_settings(settings(), bootstrap_server, command_config)
     echo_json(describe(cfg, load_catalog(cfg.bucket_names, cfg.replication_factor)))
 
 

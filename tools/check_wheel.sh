@@ -81,9 +81,9 @@ CALLQA_CACHE_DIR="$work/model-cache" "${callqa[@]}" prepare-model
 # A prefix of its own, so `topics apply` from the wheel has topics to create; MinIO keeps
 # publishing onto the stack's audio.arrivals, which the router reads (arrivals_topic).
 export CALLQA_TOPIC_PREFIX=wheelcheck. CALLQA_ARRIVALS_TOPIC=audio.arrivals CALLQA_LOG_FORMAT=json
-"${callqa[@]}" topics apply | tee "$work/apply.txt"
+"${callqa[@]}" topics apply --execute | tee "$work/apply.txt"
 grep -q "wheelcheck.audio.bucket.short: create" "$work/apply.txt"
-"${callqa[@]}" topics apply | grep -q "no changes"
+"${callqa[@]}" topics apply --execute | grep -q "no changes"
 
 "${callqa[@]}" router > "$work/router.log" 2>&1 &
 router_pid=$!

@@ -59,6 +59,12 @@ def live_topics(admin: AdminClient, names: list[str]) -> dict[str, LiveTopic]:
     return live
 
 
+def plan_catalog(settings: Settings, specs: list[TopicSpec]) -> list[TopicChange]:
+    """Every difference between the cluster and the catalog; nothing is changed."""
+    admin = admin_client(settings)
+    return plan_changes(specs, live_topics(admin, [settings.topic(s.name) for s in specs]), settings.topic_prefix)
+
+
 def apply_catalog(settings: Settings, specs: list[TopicSpec]) -> list[TopicChange]:
     """Make the cluster match the catalog; return every difference found (applied or not)."""
     admin = admin_client(settings)

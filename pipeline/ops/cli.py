@@ -5,18 +5,31 @@ from __future__ import annotations
 import json
 import time
 from datetime import datetime
+from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
 
+from pipeline.errors import CallQAError
 from pipeline.config import Settings, load_settings
+from pipeline.ops.lag import EXIT_UNKNOWN
 from pipeline.logs import configure_logging
+from pipeline.ops.cli_common import (
+    TIME_HELP,
+    BootstrapOpt,
+    CommandConfigOpt,
+    DryRunOpt,
+    ExecuteOpt,
+    acting,
+    kafka_settings,
+    when,
+)
 
 
-def _settings() -> Settings:
+def _settings(bootstrap_server: str | None = None, command_config: Path | None = None) -> Settings:
     cfg = load_settings()
     configure_logging(cfg.log_format, "warning" if cfg.log_level == "info" else cfg.log_level)
-    return cfg
+    return kafka_settings(cfg, bootstrap_server, command_config)
 
 
 def _echo_json(data: Any) -> None:
@@ -26,7 +39,9 @@ def _echo_json(data: Any) -> None:
 def lag(
     watch: Annotated[bool, typer.Option(help="Redraw the table until Ctrl-C.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
-    window_end: Annotated[Optional[str], typer.Option(help="End of the night window, HH:MM local time.")] = None,
+    window_end: Annotated[Optional[str], typer.Option(help=(
+        "End of the night window: HH:MM in the local zone, or with a zone: 06:00+08:00, 06:00Z, "
+        "'06:00 Asia/Shanghai'."))] = None,
     interval_s: Annotated[float, typer.Option(help="Seconds between redraws with --watch.")] = 5.0,
     rate_window_s: Annotated[float, typer.Option(help="Throughput is measured over this many seconds.")] = 300.0,
     sample_s: Annotated[float, typer.Option(
@@ -39,28 +54,49 @@ def lag(
         help="Also show this group (a replay): STAGE=GROUP, or GROUP to find its stage (repeatable).")] = None,
     transaction_timeout_s: Annotated[float, typer.Option(
         help="A transaction holding back a partition longer than this is a stall.")] = 300.0,
+    bootstrap_server: BootstrapOpt = None, command_config: CommandConfigOpt = None,
 ) -> None:
-    """Backlog per stage and partition: messages and audio seconds behind, throughput, ETA vs the window."""
+    """Backlog per stage and partition: messages and audio seconds behind, throughput, ETA vs the window.
+
+    Exit status (without --watch), the worst over the groups shown: 0 done, on track or no window
+    given; 1 at risk; 2 stalled; 3 unknown: no rate measured yet (work is behind, nothing to judge
+    it by) or the backlog could not be read. A bad option exits 2, as for every command.
+    """
+    try:
+        _lag(watch, as_json, window_end, interval_s, rate_window_s, sample_s, router_group, qa_group, bucket,
+             partitions, group, transaction_timeout_s, bootstrap_server, command_config)
+    except CallQAError as exc:  # unknown, not "stalled": cron must not page on a read that failed
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(EXIT_UNKNOWN) from exc
+
+
+def _lag(watch: bool, as_json: bool, window_end: str | None, interval_s: float, rate_window_s: float,  # noqa: PLR0913
+         sample_s: float, router_group: str, qa_group: str, bucket: list[str] | None, partitions: bool,
+         group: list[str] | None, transaction_timeout_s: float, bootstrap_server: str | None,
+         command_config: Path | None) -> None:
     from rich.console import Console
     from rich.live import Live
 
     from pipeline.ops import lag_view
-    from pipeline.ops.lag import record_samples, summarize
-    from pipeline.ops.lag import window_end as next_end
-    from pipeline.errors import StackError
+    from pipeline.ops.lag import exit_code, record_samples, summarize
     from pipeline.ops.lag_kafka import OffsetsReader, group_specs, stage_specs
+    from pipeline.ops.times import next_clock_time
 
-    cfg = _settings()
+    cfg = _settings(bootstrap_server, command_config)
+    if window_end:
+        try:
+            next_clock_time(window_end, datetime.now().astimezone())
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--window-end") from exc
     specs = stage_specs(cfg, router_group, qa_group, bucket)
     history = cfg.state_dir / "ops" / "lag-samples.json"
     tracker = lag_view.load_tracker(history, rate_window_s)
     reader = OffsetsReader(cfg)
     try:
         specs += group_specs(reader, specs, group or [])
-    except StackError as exc:
+    except CallQAError:
         reader.close()
-        typer.echo(str(exc), err=True)
-        raise typer.Exit(1) from exc
+        raise
 
     def measure() -> tuple[list, list, datetime, Any, float]:
         started = time.perf_counter()
@@ -68,7 +104,7 @@ def lag(
         took = time.perf_counter() - started
         record_samples(tracker, rows, time.time())
         now = datetime.now().astimezone()
-        end = next_end(window_end, now) if window_end else None
+        end = next_clock_time(window_end, now) if window_end else None
         return rows, summarize(rows, tracker, now, end, transaction_timeout_s), now, end, took
 
     try:
@@ -77,15 +113,16 @@ def lag(
             time.sleep(sample_s)  # no history to measure a rate against: take a second sample
             rows, summaries, now, end, took = measure()
         lag_view.save_tracker(history, tracker)
+        code = exit_code(s.verdict.status for s in summaries)
         if as_json and not watch:
             _echo_json(lag_view.as_json(rows, summaries, tracker, now, end, took))
-            return
+            raise typer.Exit(code)
         console = Console()
         if not console.is_terminal:
             console = Console(width=max(console.width, 132))  # piped or logged: do not squeeze the table
         if not watch:
             console.print(lag_view.table(rows, summaries, tracker, now, end, took, partitions))
-            return
+            raise typer.Exit(code)
         with Live(lag_view.table(rows, summaries, tracker, now, end, took, partitions), console=console,
                   auto_refresh=False) as live:
             while True:
@@ -106,24 +143,18 @@ def lag(
 dlq_app = typer.Typer(help="Dead letters: list, show, redrive (or park).", no_args_is_help=True)
 
 
-def _parse_time(value: Optional[str]) -> Optional[datetime]:
-    if value is None:
-        return None
-    parsed = datetime.fromisoformat(value)
-    return parsed if parsed.tzinfo else parsed.astimezone()  # local time when no zone is given
-
-
 def _selection(ids, reason, key, since, until, include_handled: bool):  # noqa: ANN001, ANN202
     from pipeline.ops.dlq import Selection
 
     return Selection(ids=frozenset(ids or ()), reasons=frozenset(reason or ()), key_patterns=tuple(key or ()),
-                     since=_parse_time(since), until=_parse_time(until), include_handled=include_handled)
+                     since=when(since, "--since") if since else None, until=when(until, "--until") if until else None,
+                     include_handled=include_handled)
 
 
 ReasonOpt = Annotated[Optional[list[str]], typer.Option(help="Only this reason code (repeatable).")]
 KeyOpt = Annotated[Optional[list[str]], typer.Option(help="Only original keys matching this glob (repeatable).")]
-SinceOpt = Annotated[Optional[str], typer.Option(help="Failed at or after (ISO 8601; local time without a zone).")]
-UntilOpt = Annotated[Optional[str], typer.Option(help="Failed before (ISO 8601).")]
+SinceOpt = Annotated[Optional[str], typer.Option(help=f"Failed at or after this time: {TIME_HELP}.")]
+UntilOpt = Annotated[Optional[str], typer.Option(help="Failed before this time (as --since).")]
 StageOpt = Annotated[Optional[list[str]], typer.Option(help="router | asr | qa (repeatable; default all).")]
 
 
@@ -133,15 +164,16 @@ def dlq_list(
     stage: StageOpt = None,
     all_: Annotated[bool, typer.Option("--all", help="Include letters already redriven or parked.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    bootstrap_server: BootstrapOpt = None, command_config: CommandConfigOpt = None,
 ) -> None:
-    """Dead letters by topic, reason and time (open ones unless --all)."""
+    """Dead letters by topic, reason and time (open ones unless --all; times in the local zone)."""
     from rich.console import Console
     from rich.table import Table
 
     from pipeline.ops.dlq import summary_row
     from pipeline.ops.dlq_kafka import read_letters
 
-    cfg = _settings()
+    cfg = _settings(bootstrap_server, command_config)
     selection = _selection(None, reason, key, since, until, all_)
     rows = [summary_row(s) for s in read_letters(cfg, tuple(stage or ("router", "asr", "qa"))) if selection.matches(s)]
     if as_json:
@@ -157,12 +189,13 @@ def dlq_list(
 
 
 @dlq_app.command("show")
-def dlq_show(letter_id: Annotated[str, typer.Argument(help="<dlq topic>:<partition>:<offset>, as listed.")]) -> None:
+def dlq_show(letter_id: Annotated[str, typer.Argument(help="<dlq topic>:<partition>:<offset>, as listed.")],
+             bootstrap_server: BootstrapOpt = None, command_config: CommandConfigOpt = None) -> None:
     """One letter, with its original payload decoded."""
     from pipeline.ops.dlq import decoded_payload, summary_row
     from pipeline.ops.dlq_kafka import read_letters
 
-    cfg = _settings()
+    cfg = _settings(bootstrap_server, command_config)
     found = [s for s in read_letters(cfg) if s.id == letter_id]
     if not found:
         typer.echo(f"no letter {letter_id}", err=True)
@@ -176,15 +209,20 @@ def dlq_redrive(
     reason: ReasonOpt = None, key: KeyOpt = None, since: SinceOpt = None, until: UntilOpt = None,
     stage: StageOpt = None,
     max_attempts: Annotated[Optional[int], typer.Option(help="Park at this many attempts (default: settings).")] = None,
-    dry_run: Annotated[bool, typer.Option(help="Show what would happen; change nothing.")] = False,
+    execute: ExecuteOpt = False, dry_run: DryRunOpt = False,
+    bootstrap_server: BootstrapOpt = None, command_config: CommandConfigOpt = None,
 ) -> None:
-    """Send the selected letters' payloads to the failing group's retry topic (or park them at the maximum)."""
-    from pipeline.ops.dlq import plan_redrive
-    from pipeline.ops.dlq_kafka import execute, read_letters
+    """Send the selected letters' payloads to the failing group's retry topic (or park them at the maximum).
 
-    cfg = _settings()
+    A dry run (the default) lists what would be redriven, parked or skipped; --execute does it."""
+    from pipeline.ops.dlq import plan_redrive
+    from pipeline.ops.dlq_kafka import execute as carry_out
+    from pipeline.ops.dlq_kafka import read_letters
+
+    act = acting(execute, dry_run)
     if not (letter_id or reason or key or since or until):
         raise typer.BadParameter("select letters: --id, --reason, --key, --since or --until")
+    cfg = _settings(bootstrap_server, command_config)
     selection = _selection(letter_id, reason, key, since, until, False)
     actions = plan_redrive(read_letters(cfg, tuple(stage or ("router", "asr", "qa"))), selection,
                            max_attempts or cfg.dlq_max_attempts, cfg.topic_prefix)
@@ -193,11 +231,13 @@ def dlq_redrive(
         target = f" -> {cfg.topic(action.topic or '')}{where}" if action.kind == "redrive" else ""
         typer.echo(f"{action.kind}: {action.stored.id} ({action.stored.letter.reason}, "
                    f"key {action.stored.letter.original_key}){target}: {action.why}")
-    if not dry_run:
-        execute(cfg, actions)
     counts = {k: sum(a.kind == k for a in actions) for k in ("redrive", "park", "skip")}
-    typer.echo(f"{'would redrive' if dry_run else 'redriven'} {counts['redrive']}, parked {counts['park']}, "
-               f"skipped {counts['skip']}")
+    if not act:
+        typer.echo(f"dry run: would redrive {counts['redrive']}, park {counts['park']}, skip {counts['skip']}; "
+                   "add --execute to apply")
+        return
+    carry_out(cfg, actions)
+    typer.echo(f"redriven {counts['redrive']}, parked {counts['park']}, skipped {counts['skip']}")
 
 
 # --- capacity planning -------------------------------------------------------------------------

@@ -150,6 +150,6 @@ def decoded_payload(letter: DeadLetter) -> Any:
 def summary_row(stored: StoredLetter) -> dict[str, Any]:
     letter = stored.letter
     return {"id": stored.id, "stage": letter.stage, "reason": letter.reason, "attempts": letter.attempts,
-            "key": letter.original_key, "failed_at": letter.failed_at.isoformat(timespec="seconds"),
+            "key": letter.original_key, "failed_at": letter.failed_at.astimezone().isoformat(timespec="seconds"),  # the local zone
             "source": f"{letter.source.topic}[{letter.source.partition}]@{letter.source.offset}" if letter.source else None,
             "state": stored.handled or "open", "message": letter.message}

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, time, timedelta
+from datetime import datetime
 from typing import Literal
 
 from pipeline.ops.backlog import PartitionBacklog
@@ -67,17 +67,6 @@ class Verdict:
         if self.status == "on track" and self.margin_s is not None:
             return f"on track: {_duration(self.margin_s)} spare"
         return self.status
-
-
-def window_end(hhmm: str, now: datetime) -> datetime:
-    """The next ``HH:MM`` at or after ``now`` (06:00 asked at 23:00 is tomorrow's)."""
-    try:
-        hours, minutes = (int(x) for x in hhmm.split(":"))
-        at = time(hours, minutes)
-    except ValueError as exc:
-        raise ValueError(f"window end must be HH:MM, got {hhmm!r}") from exc
-    end = now.replace(hour=at.hour, minute=at.minute, second=0, microsecond=0)
-    return end if end >= now else end + timedelta(days=1)
 
 
 def verdict(behind: float, rate: float | None, now: datetime, end: datetime | None) -> Verdict:
@@ -143,6 +132,21 @@ def summarize(rows: list[PartitionBacklog], tracker: RateTracker, now: datetime,
                   else verdict(float(behind or 0), rate, now, end))
         out.append(GroupSummary(stage, group, messages, audio_s, rate, unit, judged))
     return out
+
+
+# Exit status by verdict, in the monitoring-plugin convention (0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN),
+# so cron and alerting read it directly. "no rate yet" is UNKNOWN: work is behind but nothing has
+# been measured, so it is neither fine (0) nor a page (2); a second run a few minutes on decides.
+# "no window": nothing to be late against, and the work moves (a zero rate is "stalled").
+EXIT_CODES: dict[Status, int] = {"done": 0, "on track": 0, "no window": 0, "at risk": 1, "stalled": 2,
+                                 "no rate yet": 3}
+EXIT_UNKNOWN = 3
+_SEVERITY = (0, 3, 1, 2)  # the worst first-found: critical over warning over unknown over ok
+
+
+def exit_code(statuses: Iterable[Status]) -> int:
+    """The exit status of ``callqa lag``: the worst verdict's code over every group shown."""
+    return max((EXIT_CODES[s] for s in statuses), key=_SEVERITY.index, default=0)
 
 
 def _duration(seconds: float) -> str:

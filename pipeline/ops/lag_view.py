@@ -12,6 +12,7 @@ from rich.table import Table
 
 from pipeline.ops.backlog import PartitionBacklog
 from pipeline.ops.lag import GroupSummary, RateTracker, held_s, sample_key
+from pipeline.ops.times import zone_label
 
 
 def load_tracker(path: Path, window_s: float) -> RateTracker:
@@ -56,7 +57,8 @@ def as_json(rows: list[PartitionBacklog], summaries: list[GroupSummary], tracker
 
 def table(rows: list[PartitionBacklog], summaries: list[GroupSummary], tracker: RateTracker,
           now: datetime, end: datetime | None, took_s: float, partitions: bool = True) -> Table:
-    title = f"callqa lag at {now:%H:%M:%S}" + (f", window ends {end:%a %H:%M}" if end else "") + f" (read in {took_s:.2f} s)"
+    ends = f", window ends {end:%a %H:%M} {zone_label(end)}" if end else ""
+    title = f"callqa lag at {now:%H:%M:%S} {zone_label(now)}{ends} (read in {took_s:.2f} s)"
     out = Table(title=title, title_justify="left")
     for name, justify in [("stage", "left"), ("group", "left"), ("part", "right"), ("msgs behind", "right"),
                           ("audio behind", "right"), ("rate", "right"), ("ETA", "right"), ("verdict", "left")]:

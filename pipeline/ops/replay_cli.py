@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from pipeline.config import Settings
+from pipeline.ops.cli_common import TIME_HELP, BootstrapOpt, CommandConfigOpt, DryRunOpt, ExecuteOpt, acting, when
 
 replay_app = typer.Typer(help="Re-run part of a night: reset a stopped group, replay into a new group, "
                               "or re-route arrivals past the de-dup markers.", no_args_is_help=True)
@@ -16,17 +18,12 @@ BucketOpt = Annotated[Optional[str], typer.Option(help="The duration bucket's to
 ArrivalsOpt = Annotated[bool, typer.Option("--arrivals", help="The arrivals topic.")]
 TranscriptsOpt = Annotated[bool, typer.Option("--transcripts", help="asr.transcripts (the QA stage's input).")]
 PartitionOpt = Annotated[Optional[list[int]], typer.Option(help="Only this partition (repeatable; default all).")]
-FromOpt = Annotated[Optional[str], typer.Option("--from", help="Start time, ISO 8601 (local time without a zone).")]
+FromOpt = Annotated[Optional[str], typer.Option("--from", help=f"Start time: {TIME_HELP}.")]
 OffsetOpt = Annotated[Optional[int], typer.Option(help="Start offset (instead of --from).")]
-ExecuteOpt = Annotated[bool, typer.Option(help="Apply; without it this is a dry run.")]
 
 
 def _time(value: str) -> datetime:
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError as exc:
-        raise typer.BadParameter(f"not an ISO 8601 time: {value!r}") from exc
-    return parsed if parsed.tzinfo else parsed.astimezone()
+    return when(value, "--from/--to")
 
 
 def _topic(cfg: Settings, bucket: Optional[str], arrivals: bool, transcripts: bool) -> str:
@@ -49,20 +46,50 @@ def _targets(cfg: Settings, tps: list, start: Optional[str], offset: Optional[in
 def reset(
     group: Annotated[str, typer.Option(help="The consumer group to move (it must be stopped).")],
     bucket: BucketOpt = None, arrivals: ArrivalsOpt = False, transcripts: TranscriptsOpt = False,
-    partition: PartitionOpt = None, start: FromOpt = None, offset: OffsetOpt = None, execute: ExecuteOpt = False,
+    partition: PartitionOpt = None, start: FromOpt = None, offset: OffsetOpt = None,
+    to_earliest: Annotated[bool, typer.Option("--to-earliest", help="To the oldest offset each partition holds.")] = False,
+    to_latest: Annotated[bool, typer.Option("--to-latest", help="To the end of each partition.")] = False,
+    shift_by: Annotated[Optional[int], typer.Option(
+        help="Move each committed offset by N (negative: back), within what the partition holds.")] = None,
+    from_file: Annotated[Optional[Path], typer.Option(
+        dir_okay=False, help="To the offsets in this topic,partition,offset file (an --export; restores a reset).")] = None,
+    export: Annotated[Optional[Path], typer.Option(
+        dir_okay=False, help="Write the group's current offsets here first (topic,partition,offset), to undo with "
+                             "--from-file; in a dry run too.")] = None,
+    execute: ExecuteOpt = False, dry_run: DryRunOpt = False,
+    bootstrap_server: BootstrapOpt = None, command_config: CommandConfigOpt = None,
 ) -> None:
-    """Move a stopped group's committed offsets to a time or an offset (dry run unless --execute)."""
+    """Move a stopped group's committed offsets (dry run unless --execute). Give one target: --from,
+    --offset, --to-earliest, --to-latest, --shift-by or --from-file."""
     from pipeline.ops.cli import _settings
     from pipeline.ops.replay import describe_move, plan_moves
-    from pipeline.ops.replay_kafka import GroupActive, commit_offsets, partitions_of, positions
+    from pipeline.ops.replay_kafka import GroupActive, commit_offsets, positions
 
-    cfg = _settings()
-    tps = partitions_of(cfg, _topic(cfg, bucket, arrivals, transcripts), partition)
+    act = acting(execute, dry_run)
+    chosen = [start is not None, offset is not None, to_earliest, to_latest, shift_by is not None, from_file is not None]
+    if sum(chosen) != 1:
+        raise typer.BadParameter("give one of --from, --offset, --to-earliest, --to-latest, --shift-by, --from-file")
+    cfg = _settings(bootstrap_server, command_config)
+    tps, restore = _reset_partitions(cfg, bucket, arrivals, transcripts, partition, from_file)
     current, bounds = positions(cfg, group, tps)
-    moves = plan_moves(current, _targets(cfg, tps, start, offset), bounds)
+    if export is not None:
+        _export(export, current)
+    if restore is not None:
+        targets = restore
+    elif to_earliest or to_latest:
+        targets = {tp: bounds[tp][0 if to_earliest else 1] for tp in tps}
+    elif shift_by is not None:
+        unset = [f"{t}[{p}]" for (t, p), o in current.items() if o is None]
+        if unset:
+            raise typer.BadParameter(f"group {group} has no committed offset to shift on {', '.join(unset)}",
+                                     param_hint="--shift-by")
+        targets = {tp: o + shift_by for tp, o in current.items() if o is not None}
+    else:
+        targets = _targets(cfg, tps, start, offset)
+    moves = plan_moves(current, targets, bounds)
     for move in moves:
         typer.echo(describe_move(move))
-    if not execute:
+    if not act:
         typer.echo(f"dry run: {sum(m.changes for m in moves)} partition(s) would move; add --execute to apply")
         return
     try:
@@ -73,14 +100,51 @@ def reset(
     typer.echo(f"applied: {sum(m.changes for m in moves)} partition(s) moved for group {group}")
 
 
+def _reset_partitions(cfg: Settings, bucket: Optional[str], arrivals: bool, transcripts: bool,
+                      partition: Optional[list[int]], from_file: Optional[Path]) -> tuple[list, Optional[dict]]:
+    """The partitions a reset moves, and the offsets of --from-file (None without one)."""
+    from pipeline.ops.offsets_file import parse_offsets
+    from pipeline.ops.replay_kafka import partitions_of
+
+    if from_file is None:
+        return partitions_of(cfg, _topic(cfg, bucket, arrivals, transcripts), partition), None
+    try:
+        restore = parse_offsets(from_file.read_text(), str(from_file))
+    except OSError as exc:
+        raise typer.BadParameter(f"cannot read {from_file}: {exc.strerror}", param_hint="--from-file") from exc
+    if bucket is not None or arrivals or transcripts:  # a topic named too: only its rows
+        topic = _topic(cfg, bucket, arrivals, transcripts)
+        restore = {tp: o for tp, o in restore.items() if tp[0] == topic}
+    restore = {tp: o for tp, o in restore.items() if not partition or tp[1] in partition}
+    if not restore:
+        raise typer.BadParameter(f"{from_file} has no offsets for the partitions chosen", param_hint="--from-file")
+    for topic in sorted({t for t, _ in restore}):
+        partitions_of(cfg, topic, [p for t, p in restore if t == topic])  # each one exists
+    return sorted(restore), restore
+
+
+def _export(path: Path, current: dict) -> None:
+    from pipeline.ops.offsets_file import format_offsets
+
+    known = {tp: o for tp, o in current.items() if o is not None}
+    path.write_text(format_offsets(known))
+    unset = [f"{t}[{p}]" for (t, p), o in sorted(current.items()) if o is None]
+    typer.echo(f"exported {len(known)} offset(s) to {path}"
+               + (f"; no committed offset on {', '.join(unset)} (a restore leaves those where the reset puts them)"
+                  if unset else ""))
+
+
 @replay_app.command("group")
 def new_group(
     group: Annotated[str, typer.Option(help="The new consumer group to replay into.")],
     bucket: BucketOpt = None, transcripts: TranscriptsOpt = False,
     partition: PartitionOpt = None, start: FromOpt = None, offset: OffsetOpt = None,
     replay_id: Annotated[Optional[str], typer.Option(help="Tag of the replay's output (default: the group).")] = None,
+    execute: ExecuteOpt = False, dry_run: DryRunOpt = False,
+    bootstrap_server: BootstrapOpt = None, command_config: CommandConfigOpt = None,
 ) -> None:
-    """Start a new consumer group at a time (unselected partitions start at their end), then print how to run it."""
+    """Start a new consumer group at a time (unselected partitions start at their end), then print how to run it
+    (dry run unless --execute)."""
     from pipeline.ops.cli import _settings
     from pipeline.ops.replay import describe_move, plan_moves
     from pipeline.ops.replay_kafka import commit_offsets, partitions_of, positions
@@ -88,7 +152,8 @@ def new_group(
     from pipeline.lineage import check_replay_id
     from pipeline.stages.replay_bound import StopOffsets
 
-    cfg = _settings()
+    act = acting(execute, dry_run)
+    cfg = _settings(bootstrap_server, command_config)
     check_replay_id(replay_id or group)
     topic = _topic(cfg, bucket, False, transcripts)
     everything = partitions_of(cfg, topic)
@@ -99,9 +164,12 @@ def new_group(
         raise typer.Exit(1)
     targets = {tp: bounds[tp][1] for tp in everything} | _targets(cfg, chosen, start, offset)
     moves = plan_moves(current, targets, bounds)
-    commit_offsets(cfg, group, moves)
     for move in moves:
         typer.echo(describe_move(move))
+    if not act:
+        typer.echo(f"dry run: group {group} not created; add --execute to commit these offsets")
+        return
+    commit_offsets(cfg, group, moves)
     tag = replay_id or group
     # The end offsets read with the start: the replay stops there (later records are the live group's).
     stop = StopOffsets(topic, {p: end for (_, p), (_, end) in sorted(bounds.items())}).flag()
@@ -114,15 +182,17 @@ def new_group(
 def reroute_cmd(
     generation: Annotated[int, typer.Option(min=1, help="Replay generation: re-routed once per generation.")],
     start: FromOpt = None,
-    until: Annotated[Optional[str], typer.Option("--to", help="End time, exclusive (default: now).")] = None,
-    partition: PartitionOpt = None, execute: ExecuteOpt = False,
+    until: Annotated[Optional[str], typer.Option("--to", help="End time, exclusive, as --from (default: now).")] = None,
+    partition: PartitionOpt = None, execute: ExecuteOpt = False, dry_run: DryRunOpt = False,
     time_limit_s: Annotated[float, typer.Option(min=0, help="Stop re-sending after this many seconds.")] = 300.0,
+    bootstrap_server: BootstrapOpt = None, command_config: CommandConfigOpt = None,
 ) -> None:
     """Send arrivals in a time range to the router again, past its de-dup markers (dry run unless --execute)."""
     from pipeline.ops.cli import _settings
     from pipeline.ops.replay_kafka import offsets_at, partitions_of, reroute
 
-    cfg = _settings()
+    act = acting(execute, dry_run)
+    cfg = _settings(bootstrap_server, command_config)
     if start is None:
         raise typer.BadParameter("--from is required")
     tps = partitions_of(cfg, cfg.arrivals, partition)
@@ -131,7 +201,7 @@ def reroute_cmd(
     total = sum(max(0, last[tp] - first[tp]) for tp in tps)
     for tp in tps:
         typer.echo(f"{tp[0]}[{tp[1]}]: offsets {first[tp]}..{last[tp]}")
-    if not execute:
+    if not act:
         typer.echo(f"dry run: up to {total} arrival(s) would be re-routed as generation {generation}; add --execute")
         return
     done = reroute(cfg, tps, first, last, generation, time_limit_s)

@@ -109,7 +109,7 @@ def test_a_redriven_replay_letter_keeps_its_generation_and_is_routed(
     assert [decode(m.value(), DeadLetter).reason for m in letters] == ["fetch_failed"]
     router = spawn(settings, tmp_path / "router-3.log", *app)
     try:
-        result = callqa(settings, "dlq", "redrive", "--reason", "fetch_failed")
+        result = callqa(settings, "dlq", "redrive", "--reason", "fetch_failed", "--execute")
         assert result.returncode == 0, result.stderr
         assert "redriven 1" in result.stdout, result.stdout
         calls = routed(settings, 2, settle_s=8)
@@ -158,7 +158,7 @@ def test_a_redriven_qa_letter_gives_one_result_and_no_second_transcript(
     qa = spawn(settings, tmp_path / "qa.log", "qa")
     try:
         time.sleep(5)
-        result = callqa(settings, "dlq", "redrive", "--stage", "qa", "--reason", "internal_error")
+        result = callqa(settings, "dlq", "redrive", "--stage", "qa", "--reason", "internal_error", "--execute")
         assert result.returncode == 0, result.stderr
         assert "redriven 1" in result.stdout, result.stdout
         results = consume(settings, "qa.findings", want=1, timeout_s=120, settle_s=8)

@@ -54,9 +54,11 @@ def test_topics_apply_exits_non_zero_when_drift_cannot_be_applied(isolated_setti
     specs = load_catalog(isolated_settings.bucket_names)
     wider = [s if s.name != "router.dlq" else type(s)(**{**s.__dict__, "partitions": s.partitions + 1}) for s in specs]
     apply_catalog(isolated_settings, wider)  # the live topic has more partitions than the catalog says
-    result = callqa(isolated_settings, "topics", "apply")
+    dry = callqa(isolated_settings, "topics", "apply")  # a dry run reports it and exits 0
+    assert dry.returncode == 0 and "router.dlq: partitions" in dry.stdout and "manual step" in dry.stdout, dry.stdout
+    result = callqa(isolated_settings, "topics", "apply", "--execute")
     assert result.returncode == 1, result.stdout + result.stderr
-    assert "router.dlq: cannot_shrink" in result.stdout and "NOT APPLIED" in result.stdout
+    assert "router.dlq: partitions" in result.stdout and "NOT APPLIED" in result.stdout
 
 
 def test_every_event_round_trips_through_the_broker(isolated_settings: Settings) -> None:

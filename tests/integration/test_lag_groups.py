@@ -10,6 +10,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from pipeline.config import Settings
+from pipeline.ops.lag import exit_code
 from tests.kafka_helpers import produce
 from tests.processes import callqa
 
@@ -18,8 +19,10 @@ pytestmark = pytest.mark.integration
 
 def lag(settings: Settings, *args: str) -> dict:
     result = callqa(settings, "lag", "--json", "--sample-s", "0", *args)
-    assert result.returncode == 0, result.stdout + result.stderr
-    return json.loads(result.stdout)
+    assert result.stdout, result.stderr
+    data = json.loads(result.stdout)
+    assert result.returncode == exit_code(s["status"] for s in data["stages"]), result.stdout + result.stderr
+    return data
 
 
 def commit(settings: Settings, group: str, offsets: dict[tuple[str, int], int]) -> None:
@@ -82,6 +85,8 @@ def test_a_partition_held_by_an_open_transaction_is_stalled_not_done(settings: S
         held = lag(settings, "--qa-group", group, "--transaction-timeout-s", "2")
         qa = next(s for s in held["stages"] if s["stage"] == "qa")
         assert qa["status"] == "stalled", qa
+        stalled = callqa(settings, "lag", "--json", "--sample-s", "0", "--qa-group", group, "--transaction-timeout-s", "2")
+        assert stalled.returncode == 2  # the worst verdict: a stalled stage pages
         part = next(p for p in held["partitions"] if p["stage"] == "qa" and p["partition"] == 0)
         assert part["messages"] == 0 and part["held_s"] >= 2
         young = lag(settings, "--qa-group", group, "--transaction-timeout-s", "600")  # still within its timeout

@@ -71,22 +71,22 @@ def test_missing_object_redriven_after_upload_routes_exactly_once_and_a_still_fa
 
         data = audio.write(tmp_path / "fixed.wav", 3.0, 8000).read_bytes()
         storage_client(settings).put_object(settings.recordings_bucket, "fixed.wav", io.BytesIO(data), len(data))
-        result = callqa(settings, "dlq", "redrive", "--key", "*fixed.wav")
+        result = callqa(settings, "dlq", "redrive", "--key", "*fixed.wav", "--execute")
         assert result.returncode == 0, result.stderr
         assert "redriven 1, parked 0" in result.stdout
         assert len(routed(settings, "fixed.wav", settle_s=8)) == 1
         # Dealt with: the same selection again redrives nothing, and it no longer lists as open.
-        assert "redriven 0" in callqa(settings, "dlq", "redrive", "--key", "*fixed.wav").stdout
+        assert "redriven 0" in callqa(settings, "dlq", "redrive", "--key", "*fixed.wav", "--execute").stdout
         assert len(routed(settings, "fixed.wav", settle_s=8)) == 1
         assert [d["key"].rsplit("/", 1)[1] for d in letters(settings)] == ["gone.wav"]
 
         # Still missing: each redrive fails again with one attempt more, then it is parked.
         for attempt in (2, 3):
-            result = callqa(settings, "dlq", "redrive", "--reason", "missing_object", "--max-attempts", "3")
+            result = callqa(settings, "dlq", "redrive", "--reason", "missing_object", "--max-attempts", "3", "--execute")
             assert "redriven 1, parked 0" in result.stdout, result.stdout
             again = wait_letters(settings, 1)
             assert [(d["key"].rsplit("/", 1)[1], d["attempts"]) for d in again] == [("gone.wav", attempt)]
-        result = callqa(settings, "dlq", "redrive", "--reason", "missing_object", "--max-attempts", "3")
+        result = callqa(settings, "dlq", "redrive", "--reason", "missing_object", "--max-attempts", "3", "--execute")
         assert "redriven 0, parked 1" in result.stdout, result.stdout
         parked = consume(settings, "dlq.parked", want=1, timeout_s=30, settle_s=3)
         assert [(decode(m.value(), DeadLetter).original_key.rsplit("/", 1)[1], decode(m.value(), DeadLetter).attempts)

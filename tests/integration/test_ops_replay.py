@@ -87,7 +87,8 @@ def test_reset_moves_offsets_only_with_execute_and_a_new_group_replays_each_call
         assert committed(settings, group) == expected
 
         replay_group, replay_id = f"replay-{unique}", f"r-{unique}"
-        made = callqa(settings, "replay", "group", "--group", replay_group, "--bucket", "short", "--from", t0.isoformat())
+        made = callqa(settings, "replay", "group", "--group", replay_group, "--bucket", "short", "--from", t0.isoformat(),
+                      "--execute")
         assert made.returncode == 0, made.stdout + made.stderr
         assert f"--group {replay_group}" in made.stdout
         procs.append(spawn(settings, tmp_path / "replay.log", "worker", "--bucket", "short", "--device", "cpu",

@@ -52,7 +52,7 @@ def produce_in_transactions(settings: Settings, topic: str, items: list[tuple[by
 
 
 def replay_command(settings: Settings, *args: str) -> list[str]:
-    made = callqa(settings, "replay", "group", *args)
+    made = callqa(settings, "replay", "group", *args, "--execute")
     assert made.returncode == 0, made.stdout + made.stderr
     run = made.stdout.rsplit("run: ", 1)[1].split()
     assert "--stop-at" in run, made.stdout  # before: the command had no bound, the replay ran for ever

@@ -1,13 +1,14 @@
 """Health state, progress stamps, backlog arithmetic, throughput and the night-window verdict (pure)."""
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from pipeline.ops.backlog import PartitionPosition, partition_backlog
 from pipeline.ops.headers import AUDIO, CUM_AUDIO, PartitionProgress, Stamp, header, int_header
 from pipeline.ops.health import StageHealth
-from pipeline.ops.lag import RateTracker, record_samples, summarize, verdict, window_end
+from pipeline.ops.lag import RateTracker, record_samples, summarize, verdict
+from pipeline.ops.times import next_clock_time
 from tests.fakes import FakeClock
 
 
@@ -72,10 +73,10 @@ def test_rate_is_the_slope_over_the_window_and_a_reset_starts_over() -> None:
 
 
 def test_verdict_against_the_window_end() -> None:
-    now = datetime(2026, 11, 30, 23, 0)
-    end = window_end("06:00", now)
-    assert end == datetime(2026, 12, 1, 6, 0)
-    assert window_end("23:30", now) == datetime(2026, 11, 30, 23, 30)
+    now = datetime(2026, 11, 30, 23, 0, tzinfo=UTC)
+    end = next_clock_time("06:00Z", now)
+    assert end == datetime(2026, 12, 1, 6, 0, tzinfo=UTC)
+    assert next_clock_time("23:30Z", now) == datetime(2026, 11, 30, 23, 30, tzinfo=UTC)
     on_track = verdict(3600 * 100, 20.0, now, end)  # 100 audio hours at 20x: 5 h, 2 h spare
     assert on_track.status == "on track" and on_track.margin_s == pytest.approx(7200)
     late = verdict(3600 * 200, 20.0, now, end)  # 10 h: 3 h late
@@ -84,19 +85,19 @@ def test_verdict_against_the_window_end() -> None:
     assert verdict(10, 0.0, now, end).status == "stalled"
     assert verdict(10, None, now, end).status == "no rate yet"
     with pytest.raises(ValueError):
-        window_end("6am", now)
+        next_clock_time("6am", now)
 
 
 def test_summary_sums_partitions_and_uses_measured_rates() -> None:
     tracker = RateTracker(min_span_s=1)
-    t0 = datetime(2026, 11, 30, 23, 0)
+    t0 = datetime(2026, 11, 30, 23, 0, tzinfo=UTC)
     rows = lambda consumed: [  # noqa: E731
         partition_backlog("asr-short", "g", PartitionPosition("b", p, 0, 0, 10), Stamp(c + 1, 1, 1.0), Stamp(1000, 10, 1))
         for p, c in enumerate(consumed)]
     record_samples(tracker, rows([0.0, 0.0]), 0.0)
     later = rows([100.0, 300.0])
     record_samples(tracker, later, 10.0)
-    [summary] = summarize(later, tracker, t0 + timedelta(seconds=10), window_end("06:00", t0))
+    [summary] = summarize(later, tracker, t0 + timedelta(seconds=10), next_clock_time("06:00Z", t0))
     assert summary.rate == pytest.approx(40.0)  # (100 + 300) audio s in 10 s
     assert summary.audio_s == pytest.approx(1600.0)
     assert summary.verdict.status == "on track" and summary.verdict.eta_s == pytest.approx(40.0)
