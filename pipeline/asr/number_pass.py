@@ -54,6 +54,7 @@ from pipeline.asr.numbers import (
     merge_number_texts,
     plan_number_regions,
     reads_as_number,
+    repeats_itself,
     splice_number,
     worth_decoding,
     worth_digits_only,
@@ -166,7 +167,7 @@ class NumberPass:
             for window, region in items:
                 self.regions += 1
                 new = accepted_text(decoded[id(window)], window.first_pass, window.duration_s)
-                if new is not None:
+                if new is not None and not repeats_itself(new, window.first_pass):
                     self.replaced += 1
                     texts.setdefault(window.call, []).append((region, splice_number(window.first_pass, new)))
         self.seconds += time.perf_counter() - started

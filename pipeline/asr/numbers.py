@@ -43,6 +43,8 @@ _SENTENCE_END = re.compile(r"[.?!。？！]")
 _ITEM = re.compile(r"[0-9]+|[^\W\d_]+")
 MAX_LOOP_PERIOD = 4
 _CHECKED = ("bank_card", "cn_resident_id")  # kinds with a check digit
+MAX_NUMBER_GAP_CHARS = 12  # between two digits of one number read out ("6264M and time 1636")
+REPEAT_GRAM = 4
 LOOP_COPIES = 6  # "8, 8, 8" (even misheard as "9, 9, 9, 9") is a number; six copies of the same are a loop
 
 
@@ -208,10 +210,11 @@ def worth_decoding(first_pass: str) -> bool:
 
 
 def splice_number(old: str, new: str) -> str:
-    """``old`` with its number (from its first digit to its last, spoken digit words counted)
-    replaced by ``new``'s: the second decode only ever changes the digits of a region. Prompted
-    with digits, the model hears the words around a number worse ("My mobile number is" came back
-    "My total number is", 卡号是 as 卡后为号是), so those stay the first pass's."""
+    """``old`` with its number (the stretch of it with the most digits, spoken digit words counted,
+    where no more than ``MAX_NUMBER_GAP_CHARS`` other characters part two digits) replaced by
+    ``new``'s: the second decode only ever changes the digits of a region. Prompted with digits,
+    the model hears the words around a number worse ("My mobile number is" came back "My total
+    number is", 卡号是 as 卡后为号是), so those stay the first pass's."""
     old_at, new_at = _number_span(old), _number_span(new)
     if old_at is None:
         return old
@@ -219,11 +222,43 @@ def splice_number(old: str, new: str) -> str:
     return (old[: old_at[0]] + middle + old[old_at[1] :]).strip()
 
 
+def repeats_itself(new: str, old: str) -> bool:
+    """Whether the second decode says a run of words more often than the first pass did: it read
+    part of its region twice ("… that looks too high. The phone is 1, 0, … and that looks too
+    high."), and its digits are not to be trusted either."""
+    counts_new, counts_old = _grams(new), _grams(old)
+    return any(n > counts_old.get(gram, 0) for gram, n in counts_new.items() if n > 1)
+
+
+def _grams(text: str) -> dict[tuple[str, ...], int]:
+    """Counts of the runs of ``REPEAT_GRAM`` words (characters, in Chinese) that hold no digit."""
+    words = [w for w in _ITEM.findall(normalize(text).text.lower()) if not w.isdigit()]
+    units = [ch for w in words for ch in w] if words and all(_is_cjk(w[0]) for w in words) else words
+    out: dict[tuple[str, ...], int] = {}
+    for i in range(len(units) - REPEAT_GRAM + 1):
+        gram = tuple(units[i : i + REPEAT_GRAM])
+        out[gram] = out.get(gram, 0) + 1
+    return out
+
+
+def _is_cjk(ch: str) -> bool:
+    return "\u3400" <= ch <= "\u9fff"
+
+
 def _number_span(text: str) -> tuple[int, int] | None:
-    """Where the digits of ``text`` start and end, as offsets in ``text`` (None: no digit)."""
+    """Where the stretch of ``text`` with the most digits starts and ends, as offsets in ``text``
+    (None: no digit); a stretch ends where more than MAX_NUMBER_GAP_CHARS characters hold no digit."""
     norm = normalize(text)
     at = [i for i, ch in enumerate(norm.text) if ch.isdigit()]
-    return None if not at else (norm.starts[at[0]], norm.ends[at[-1]])
+    if not at:
+        return None
+    stretches: list[list[int]] = [[at[0]]]
+    for i in at[1:]:
+        if i - stretches[-1][-1] > MAX_NUMBER_GAP_CHARS:
+            stretches.append([])
+        stretches[-1].append(i)
+    best = max(stretches, key=len)  # the first of the longest
+    return norm.starts[best[0]], norm.ends[best[-1]]
 
 
 def worth_digits_only(text: str, first_pass: str) -> bool:

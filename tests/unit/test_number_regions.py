@@ -9,6 +9,7 @@ from pipeline.asr.numbers import (
     merge_number_texts,
     plan_number_regions,
     reads_as_number,
+    repeats_itself,
     splice_number,
     worth_decoding,
     worth_digits_only,
@@ -208,3 +209,19 @@ def test_only_regions_with_a_number_still_to_mend_are_decoded_again() -> None:
     # a number that passes its checksum is right already: a perfect first pass stays perfect
     assert not worth_decoding("My card number is 4532 0151 1283 0366.")
     assert not worth_decoding("我的身份证号是11010519491231002X")
+
+
+def test_a_second_decode_that_reads_part_of_its_region_twice_is_not_taken() -> None:
+    old = "I am calling about my real, it's 1015 euros and that looks too high. The phone number on the accountant's."
+    new = (
+        "I am calling about my real, it's 10, 115, your own, and that looks too high. The phone is 1, 0, 1, 0, "
+        "2, 1, 7, 4, 5, 6, 7, 8, 0 euros and that looks too high."
+    )
+    assert repeats_itself(new, old)
+    assert not repeats_itself("My card number is 4, 5, 3, 2, 0, 1, 5, 1.", "My card number is 4532 0151.")
+    assert not repeats_itself("卡号是4, 5, 2, 8, 3, 5, 1, 4。", "我的卡号是4528 351分,4287")
+    assert repeats_itself("我的卡号是4528,我的卡号是4528", "我的卡号是4528")
+    # a number is the stretch with the most digits: far-apart digits are not one number
+    assert splice_number("it's 1015 euros, and my number is near oh", "it's 1, 0, 1, 5, 2, 2 euros") == (
+        "it's 1, 0, 1, 5, 2, 2 euros, and my number is near oh"
+    )
