@@ -268,8 +268,11 @@ class AsrWorker:
             log.warning("replay_bound_check_failed", error=str(exc))
             return False
         if self.tally.finished:
-            log.info("replay_bound_reached", stop_at=self.opts.stop_at.flag() if self.opts.stop_at else None,
-                     processed=self.tally.processed)
+            log.info(
+                "replay_bound_reached",
+                stop_at=self.opts.stop_at.flag() if self.opts.stop_at else None,
+                processed=self.tally.processed,
+            )
         return self.tally.finished
 
     # -- the loop ---------------------------------------------------------------------------

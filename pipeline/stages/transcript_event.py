@@ -28,8 +28,14 @@ def to_transcript(
         channels=call.channels,
         languages={str(ch): lang for ch, lang in result.languages.items()},
         segments=[
-            Segment(role=s.role, channel=s.channel, start_s=round(s.start_s, 3), end_s=round(s.end_s, 3), text=s.text,
-                    role_confidence=s.role_confidence)
+            Segment(
+                role=s.role,
+                channel=s.channel,
+                start_s=round(s.start_s, 3),
+                end_s=round(s.end_s, 3),
+                text=s.text,
+                role_confidence=s.role_confidence,
+            )
             for s in result.segments
         ],
         model=ModelInfo(name=result.model_name, version=result.model_version),
