@@ -1,7 +1,7 @@
 """The PromQL that deploy/ ships: every dashboard target and every alert rule, and each one's signal.
 
 An alert's *signal* is its expression with the top-level threshold taken off (``A > 0.9`` -> ``A``;
-``A unless B`` -> ``A``'s signal): a quiet pipeline makes few alerts true, but each alert's signal
+``A unless B`` -> ``A``'s signal; ``A or B`` -> both signals): a quiet pipeline makes few alerts true, but each alert's signal
 must still return series from a real scrape, or the alert can never fire.
 """
 
@@ -47,6 +47,8 @@ def signal(expr: str) -> str:
             node = node.expr
         elif isinstance(node, promql_parser.BinaryExpr) and str(node.op) in COMPARISONS | {"unless", "and"}:
             node = node.lhs
+        elif isinstance(node, promql_parser.BinaryExpr) and str(node.op) == "or":
+            return f"({signal(str(node.lhs))}) or ({signal(str(node.rhs))})"
         else:
             return str(node)
 

@@ -110,6 +110,7 @@ def test_dashboard_and_alerts_on_real_scrapes(settings: Settings, scraper, uniqu
         wait_for("first dead letter scraped", lambda: series(api, "callqa_router_dead_lettered_total"), 60)
         ingest(settings, write_calls(tmp_path / "wave2", ["call-b", "call-c"], corrupt=12))
         wait_for("three calls through QA", lambda: series(api, "callqa_qa_calls_total >= 3"), 300)
+        wait_for("13 dead letters scraped", lambda: series(api, "sum(callqa_router_dead_lettered_total) >= 13"), 60)
         time.sleep(3)  # a few more scrapes and rule evaluations after the last change
 
         bad = {}
@@ -128,8 +129,13 @@ def test_dashboard_and_alerts_on_real_scrapes(settings: Settings, scraper, uniqu
         assert not bad, bad
 
         # Made true: more than 10 dead letters an hour for one reason.
-        router_dead = api.query(next(r["expr"] for r in rules if "callqa_router_dead_lettered" in r["expr"]))
-        assert [s["metric"].get("reason") for s in router_dead.series] == ["corrupt_header"], router_dead
+        dead_expr = next(
+            r["expr"] for r in rules if r["alert"] == "CallqaDeadLetters" and r["labels"]["stage"] == "router"
+        )
+        router_dead = api.query(dead_expr)
+        assert [s["metric"].get("reason") for s in router_dead.series] == ["corrupt_header"], api.query(
+            signal(dead_expr)
+        ).series
         # The memory ratio is a share of a real limit, not 0 or past 1.
         memory = api.query(signal(next(r["expr"] for r in rules if r["alert"] == "CallqaDeviceMemoryNearLimit")))
         assert all(0 < float(s["value"][1]) < 1 for s in memory.series), memory
