@@ -9,8 +9,10 @@ stays flat.
 from __future__ import annotations
 
 import importlib.util
+import os
 import resource
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 import torch
@@ -121,9 +123,35 @@ class Device:
             }
         return {"allocated": _rss_bytes(), "reserved": _rss_bytes(), "peak": _peak_rss_bytes()}
 
+    def memory_limit_bytes(self) -> int:
+        """The memory ``memory_bytes()["reserved"]`` can grow to: the device's total memory, or on
+        CPU the container's memory limit (cgroup), else physical memory."""
+        if self.kind in ("cuda", "npu"):
+            return int(_backend(self.kind).mem_get_info(self.torch_device)[1])
+        if self.kind == "mps":
+            return int(torch.mps.recommended_max_memory())
+        physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        for path in CGROUP_MEMORY_LIMITS:
+            try:
+                limit = cgroup_limit_bytes(Path(path).read_text())
+            except OSError:
+                continue
+            if limit is not None:
+                return min(limit, physical)
+        return physical
+
     def reset_peak(self) -> None:
         if self.kind in ("cuda", "npu"):
             _backend(self.kind).reset_peak_memory_stats(self.torch_device)
+
+
+CGROUP_MEMORY_LIMITS = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")  # v2, v1
+
+
+def cgroup_limit_bytes(text: str) -> int | None:
+    """A cgroup memory limit file's value; None for no limit ("max" in v2)."""
+    value = text.strip()
+    return None if value in ("", "max") else int(value)
 
 
 def _rss_bytes() -> int:

@@ -123,6 +123,9 @@ class AsrWorker:
         self.prepare_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prepare")
         self.metrics = WorkerMetrics(opts.bucket)
         self.rtfx = RtfxEstimate()  # of recent batches: how long the next one may take (liveness)
+        device = getattr(engine, "device", None)  # test engines have none
+        if device is not None:
+            self.metrics.memory_limit(device.memory_limit_bytes())
         self.checkpoint = Checkpoint()
         self.gatherer: Gatherer[Message] = Gatherer(
             self._consume, self.checkpoint, BatchBudget(opts.max_calls, opts.max_audio_s), opts.window_ms

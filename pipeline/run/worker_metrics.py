@@ -22,7 +22,9 @@ _FILL = Histogram("callqa_asr_batch_calls", "Calls per batch (batch fill)", ["bu
 _PADDING = Gauge("callqa_asr_padding_efficiency_ratio", "Speech seconds / padded seconds computed, last batch", ["bucket"])
 _RTFX = Gauge("callqa_asr_rtfx_ratio", "Audio seconds per wall second (RTFx), last batch", ["bucket"])
 _LAG = Gauge("callqa_asr_consumer_lag_messages", "Messages behind the high watermark, after a commit", ["bucket", "partition"])
-_MEMORY = Gauge("callqa_asr_device_memory_bytes", "Device memory after the last batch", ["bucket", "kind"])
+# kind: allocated, reserved (after the last batch), limit (the device's memory, set at start)
+_MEMORY = Gauge("callqa_asr_device_memory_bytes", "Device memory after the last batch, and its limit",
+                ["bucket", "kind"])
 
 
 class WorkerMetrics:
@@ -30,6 +32,9 @@ class WorkerMetrics:
         self.bucket = bucket
         self.aborts = _ABORTS.labels(bucket)
         self.storage_wait_s = _WAIT_S.labels(bucket)
+
+    def memory_limit(self, limit_bytes: int) -> None:
+        _MEMORY.labels(self.bucket, "limit").set(limit_bytes)
 
     def observe_batch(self, ready: Sequence, stats: Sequence[BatchStats], wall_s: float) -> None:
         audio_s = sum(r.call.duration_s for r in ready)
