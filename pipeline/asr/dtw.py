@@ -42,6 +42,9 @@ def median_filter(x: np.ndarray, width: int) -> np.ndarray:
     return np.median(np.lib.stride_tricks.sliding_window_view(padded, width, axis=-1), axis=-1)
 
 
+STD_AXIS = -2
+
+
 def alignment_matrix(scores: np.ndarray, width: int = MEDIAN_WIDTH) -> np.ndarray:
     """Scaled attention scores (heads, tokens, frames) -> weights (tokens, frames), higher where a
     token is said. Standardising each frame over the tokens keeps a frame every token attends to a
@@ -49,8 +52,8 @@ def alignment_matrix(scores: np.ndarray, width: int = MEDIAN_WIDTH) -> np.ndarra
     if scores.ndim != 3 or scores.shape[1] == 0 or scores.shape[2] == 0:
         raise ValueError(f"scores must be (heads, tokens, frames) with tokens and frames, got {scores.shape}")
     weights = _softmax(scores.astype(np.float64), axis=-1)
-    mean = weights.mean(axis=-2, keepdims=True)
-    std = weights.std(axis=-2, keepdims=True)
+    mean = weights.mean(axis=STD_AXIS, keepdims=True)
+    std = weights.std(axis=STD_AXIS, keepdims=True)
     weights = (weights - mean) / np.maximum(std, 1e-10)
     return median_filter(weights, width).mean(axis=0)
 
@@ -165,3 +168,41 @@ def group_words(pieces: list[tuple[str, float, float]], spaced: bool) -> list[Wo
         step = (end - start) / max(1, len(parts))
         words += [Word(start + k * step, start + (k + 1) * step, p) for k, p in enumerate(parts)]
     return words
+
+
+def snap_to_onsets(
+    words: list[Word],
+    samples: np.ndarray,
+    rate: int,
+    back_s: float = 0.1,
+    ahead_s: float = 0.35,
+    hop_s: float = 0.01,
+    rel: float = 0.1,
+) -> list[Word]:
+    """Word starts moved to the onset after the quietest point near them.
+
+    The path's boundaries between words come out early (on synthetic calls by about 0.18 s: a
+    pause's frames, and some of the word before, go to the next word). Where the audio from
+    ``back_s`` before to ``ahead_s`` after a start has a quiet ``hop_s`` frame (RMS under ``rel``
+    of the word's loudest), the start moves to the first loud frame after the quietest one;
+    never past the word's end. Ends are left alone (the next word's onset bounds them)."""
+    hop = max(1, int(hop_s * rate))
+    out = []
+    for w in words:
+        lo = max(0, int((w.start_s - back_s) * rate))
+        hi = min(len(samples), int(min(w.end_s, w.start_s + ahead_s) * rate))
+        word = samples[int(w.start_s * rate) : int(w.end_s * rate)]
+        n = (hi - lo) // hop
+        if n < 2 or word.size == 0:
+            out.append(w)
+            continue
+        rms = np.sqrt((samples[lo : lo + n * hop].astype(np.float64).reshape(n, hop) ** 2).mean(axis=1))
+        floor = rel * float(np.sqrt((word.astype(np.float64) ** 2).mean())) * 2
+        quiet = int(np.argmin(rms))
+        loud = np.flatnonzero(rms[quiet:] >= floor)
+        if rms[quiet] >= floor or not loud.size:
+            out.append(w)
+            continue
+        start = (lo + (quiet + int(loud[0])) * hop) / rate
+        out.append(Word(min(max(start, 0.0), w.end_s), w.end_s, w.text))
+    return out

@@ -23,6 +23,7 @@ from typing import Literal
 import numpy as np
 import torch
 
+from pipeline.asr.alignment import WordAligner, WordMode
 from pipeline.asr.audio import CallAudio, at_speech_level, resample
 from pipeline.asr.convert import load_converted
 from pipeline.asr.decode import PROMPT_TOKENS, TIME_STEP_S, DecodeOptions, DecodeStats, GreedyDecoder, WindowDecode
@@ -94,6 +95,8 @@ class EngineOptions:
         a second time with a digits prompt (:mod:`pipeline.asr.number_pass`); empty: off.
     raise_quiet_calls: bring a call peaking under -20 dBFS up to -6 dBFS before VAD and
         features (:func:`pipeline.asr.audio.at_speech_level`).
+    word_timestamps: word-level times on the segments that hold a PII number ("pii"), on every
+        segment ("all"), or none ("off") (:mod:`pipeline.asr.alignment`).
     """
 
     model: str = "whisper-base"
@@ -127,6 +130,7 @@ class EngineOptions:
     initial_prompt: str | None = None
     number_languages: tuple[str, ...] = ()
     raise_quiet_calls: bool = True
+    word_timestamps: WordMode = "pii"
 
 
 @dataclass(frozen=True)
@@ -179,6 +183,7 @@ class Engine:
         self.stats = EngineStats()
         self.last_batch_stats: list[BatchStats] = []
         self.numbers = NumberPass(self, opts.number_languages) if opts.number_languages else None
+        self.words = WordAligner(self, opts.word_timestamps) if opts.word_timestamps != "off" else None
 
     @classmethod
     def load(cls, opts: EngineOptions) -> Engine:
@@ -220,6 +225,8 @@ class Engine:
                for i, call in enumerate(calls)]
         if self.numbers is not None:
             out = self.numbers.run(out, windows)
+        if self.words is not None:
+            out = self.words.run(out, windows)
         return out
 
     # -- stages -------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pipeline.asr import CallAudio, CallTranscript
-from pipeline.events import ModelInfo, RoutedCall, Segment, Transcript, UnsupportedLanguage
+from pipeline.events import ModelInfo, RoutedCall, Segment, Transcript, UnsupportedLanguage, Word
 from pipeline.lineage import extended, lineage_of, replay_id_of
 
 
@@ -28,7 +28,14 @@ def to_transcript(
         channels=call.channels,
         languages={str(ch): lang for ch, lang in result.languages.items()},
         segments=[
-            Segment(role=s.role, channel=s.channel, start_s=round(s.start_s, 3), end_s=round(s.end_s, 3), text=s.text)
+            Segment(
+                role=s.role,
+                channel=s.channel,
+                start_s=round(s.start_s, 3),
+                end_s=round(s.end_s, 3),
+                text=s.text,
+                words=None if s.words is None else [Word(start_s=a, end_s=b, text=w) for a, b, w in s.words],
+            )
             for s in result.segments
         ],
         model=ModelInfo(name=result.model_name, version=result.model_version),

@@ -69,8 +69,15 @@ def test_alignment_matrix_shape_and_errors() -> None:
 
 
 def test_words_from_spaced_pieces() -> None:
-    pieces = [(" My", 0.0, 0.2), (" card", 0.2, 0.5), (" is", 0.5, 0.6), (" 45", 0.6, 0.8), ("32", 0.8, 1.0),
-              (",", 1.0, 1.0), (" one", 1.1, 1.3)]
+    pieces = [
+        (" My", 0.0, 0.2),
+        (" card", 0.2, 0.5),
+        (" is", 0.5, 0.6),
+        (" 45", 0.6, 0.8),
+        ("32", 0.8, 1.0),
+        (",", 1.0, 1.0),
+        (" one", 1.1, 1.3),
+    ]
     words = group_words(pieces, spaced=True)
     assert [w.text for w in words] == ["My", "card", "is", "4532,", "one"]
     assert words[3] == Word(0.6, 1.0, "4532,")
