@@ -243,7 +243,8 @@ def load_engine(cfg: Settings, device: str = "auto", *, initial_prompt: str | No
         model=cfg.asr_model, cache_dir=cfg.cache_dir / "models", device=device, language=cfg.asr_language,
         threads=cfg.asr_threads, max_batch_items=windows, max_batch_audio_s=30.0 * windows,
         initial_prompt=prompt, agent_phrases=agent_phrases(packs),  # mono calls: who the agent is
-        number_languages=cfg.asr_number_languages if number_languages is None else number_languages))
+        number_languages=cfg.asr_number_languages if number_languages is None else number_languages,
+        word_timestamps=cfg.asr_word_timestamps))
 
 
 @app.command("prepare-model")

@@ -12,7 +12,7 @@ import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
@@ -63,6 +63,9 @@ class Settings(BaseSettings):
     asr_threads: int | None = None
     # languages whose number regions get a second, digit-biased decode (pipeline/asr/number_pass.py)
     asr_number_languages: tuple[str, ...] = ("en", "zh")
+    # word-level times (pipeline/asr/alignment.py): segments holding PII (what audio redaction
+    # cuts), every segment, or none
+    asr_word_timestamps: Literal["pii", "all", "off"] = "pii"
 
     # Transcripts are published PII-redacted. Raw text only where an operator turns this on,
     # and then only onto asr.transcripts.raw (short retention, see topics/catalog.yaml).

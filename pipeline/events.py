@@ -128,6 +128,14 @@ class RoutedCall(Event):
     replay_id: str | None = Field(default=None, description="set when re-routed by a replay (its generation)")
 
 
+class Word(Contract):
+    """One word of a segment in call time (a PII word's text is its redaction label)."""
+
+    start_s: float = Field(ge=0)
+    end_s: float = Field(ge=0)
+    text: str
+
+
 class Segment(Contract):
     role: Role
     channel: int = Field(ge=0)
@@ -138,6 +146,9 @@ class Segment(Contract):
     role_confidence: float | None = Field(
         default=None, ge=0, le=1,
         description="since 1.2: a separated mono call's role certainty (0-1); absent: the channel's own role")
+    words: list[Word] | None = Field(
+        default=None, description="since 1.2 (optional): word times from the model's alignment heads, where the "
+                                  "engine timed this segment's words (by default segments holding PII)")
 
 
 class ModelInfo(Contract):
@@ -151,6 +162,8 @@ class PIISpan(Contract):
     start_s: float
     end_s: float
     confidence: float = 1.0  # 1.0: passed its checksum; lower: taken by its shape (still masked)
+    word_timed: bool = Field(default=False, description="since 1.2 (optional): start_s/end_s are the first and "
+                                                        "last PII word's times, not the segments'")
 
 
 class UnsupportedLanguage(Contract):

@@ -23,6 +23,7 @@ from typing import Literal
 import numpy as np
 import torch
 
+from pipeline.asr.alignment import WordAligner, WordMode
 from pipeline.asr.audio import CallAudio, at_speech_level, piece_gain, resample
 from pipeline.asr.convert import load_converted
 from pipeline.asr.decode import PROMPT_TOKENS, TIME_STEP_S, DecodeOptions, DecodeStats, GreedyDecoder, WindowDecode
@@ -98,6 +99,8 @@ class EngineOptions:
     separate_mono / agent_phrases: label a mono (``mixed``) call's segments agent / customer by
         speaker separation (:mod:`pipeline.asr.separation`); the voice saying the agent phrases
         (the rule packs' disclosures, as plain strings) is the agent. No phrases: off.
+    word_timestamps: word-level times on the segments that hold a PII number ("pii"), on every
+        segment ("all"), or none ("off") (:mod:`pipeline.asr.alignment`).
     """
 
     model: str = "whisper-base"
@@ -133,6 +136,7 @@ class EngineOptions:
     raise_quiet_calls: bool = True
     separate_mono: bool = True
     agent_phrases: tuple[str, ...] = ()
+    word_timestamps: WordMode = "pii"
 
 
 @dataclass(frozen=True)
@@ -187,6 +191,7 @@ class Engine:
         self.numbers = NumberPass(self, opts.number_languages) if opts.number_languages else None
         self.separator = MonoSeparator(opts.agent_phrases) if opts.separate_mono and opts.agent_phrases else None
         self._mono: dict[int, tuple[np.ndarray, list[tuple[int, int]]]] = {}  # this batch's mono calls
+        self.words = WordAligner(self, opts.word_timestamps) if opts.word_timestamps != "off" else None
 
     @classmethod
     def load(cls, opts: EngineOptions) -> Engine:
@@ -231,6 +236,8 @@ class Engine:
         if self.separator is not None:  # mono calls: who spoke when (after VAD and transcription)
             out = [self.separator.apply(t, *self._mono[i]) if i in self._mono else t for i, t in enumerate(out)]
             self._mono = {}
+        if self.words is not None:
+            out = self.words.run(out, windows)
         return out
 
     # -- stages -------------------------------------------------------------------------------

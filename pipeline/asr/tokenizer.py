@@ -36,6 +36,10 @@ class WhisperTokenizer:
         config = json.loads(config_json.read_text())
         self.suppress_ids: tuple[int, ...] = tuple(config.get("suppress_ids", ()))
         self.suppress_ids_begin: tuple[int, ...] = tuple(config.get("suppress_ids_begin", ()))
+        # (decoder layer, head) pairs whose cross-attention follows the audio; CTranslate2 ships
+        # them per checkpoint (for Whisper base the same 8 heads openai/whisper lists)
+        self.alignment_heads: tuple[tuple[int, int], ...] = tuple(
+            (int(layer), int(head)) for layer, head in config.get("alignment_heads", ()))
         lang_ids = config.get("lang_ids") or self._scan_languages()
         languages = {self._tok.id_to_token(i).strip("<|>"): i for i in lang_ids}
         self.special = SpecialTokens(
@@ -79,6 +83,10 @@ class WhisperTokenizer:
 
     def encode(self, text: str) -> list[int]:
         return self._tok.encode(text, add_special_tokens=False).ids
+
+    def piece(self, ids: list[int]) -> str:
+        """Text of text-token ids as written, leading space kept ("\ufffd" where ids split a character)."""
+        return self._tok.decode(ids)
 
     def decode(self, ids: list[int]) -> str:
         """Text of ``ids``, dropping anything at or above the end-of-text id."""

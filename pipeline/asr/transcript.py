@@ -8,7 +8,10 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class Segment:
-    """One stretch of speech of one party, times in seconds from the call's start."""
+    """One stretch of speech of one party, times in seconds from the call's start.
+
+    words: (start_s, end_s, text) of each word in call time, where word timing ran for this
+    segment (:mod:`pipeline.asr.alignment`); None where it did not."""
 
     role: str
     channel: int
@@ -17,6 +20,7 @@ class Segment:
     text: str
     language: str = ""
     role_confidence: float | None = None  # a mono call's separated role: how sure (None: the channel's own role)
+    words: tuple[tuple[float, float, str], ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -9,25 +9,73 @@ Pure: no Kafka, no engine.
 
 from __future__ import annotations
 
-from pipeline.events import PIISpan, Transcript
-from pipeline.qa.backstop import mask_long_digit_runs
+from pipeline.events import PIISpan, Segment, Transcript, Word
+from pipeline.qa.backstop import BACKSTOP_LABEL, mask_long_digit_runs
 from pipeline.qa.model import SegmentText
 from pipeline.qa.normalize import normalize
-from pipeline.qa.pii import find_pii, redact_texts
+from pipeline.qa.pii import REDACTION_LABEL, PIIHit, find_pii, redact_texts
+from pipeline.stages.word_spans import covered_words
 
 
 def redact_transcript(t: Transcript) -> Transcript:
     """The transcript with PII replaced by labels; ``pii`` lists what was found (type, role, times)."""
     segments = [SegmentText(s.role, s.channel, s.start_s, s.end_s, s.text) for s in t.segments]
     hits = find_pii(segments, [normalize(s.text) for s in segments])
-    texts = [mask_long_digit_runs(text) for text in redact_texts(segments, hits)]
+    labelled = redact_texts(segments, hits)
+    texts = [mask_long_digit_runs(text) for text in labelled]
+    words = _redacted_words(t.segments, hits, [a != b for a, b in zip(labelled, texts, strict=True)])
     return t.model_copy(
         update={
-            "segments": [s.model_copy(update={"text": text}) for s, text in zip(t.segments, texts, strict=True)],
+            "segments": [
+                s.model_copy(update={"text": text, "words": w})
+                for s, text, w in zip(t.segments, texts, words, strict=True)
+            ],
             "pii": [
-                PIISpan(type=h.type, role=h.role, start_s=h.start_s, end_s=h.end_s, confidence=h.confidence)
+                PIISpan(type=h.type, role=h.role, start_s=start, end_s=end, confidence=h.confidence, word_timed=timed)
                 for h in hits
+                for start, end, timed in [pii_times(t.segments, h)]
             ],
             "redacted": True,
         }
     )
+
+
+def pii_words(segments: list[Segment], hit: PIIHit) -> list[tuple[int, int]]:
+    """(segment index, word index) of every word a hit covers, in segments that have words."""
+    out = []
+    for idx, start, end in hit.parts:
+        seg = segments[idx]
+        if seg.words:
+            triples = [(w.start_s, w.end_s, w.text) for w in seg.words]
+            out += [(idx, k) for k in covered_words(seg.text, triples, [(start, end)])]
+    return out
+
+
+def pii_times(segments: list[Segment], hit: PIIHit) -> tuple[float, float, bool]:
+    """A hit's times: its words' where every part's segment has words, else its segments'."""
+    covered = pii_words(segments, hit)
+    if not covered or any(not segments[idx].words for idx, _, _ in hit.parts):
+        return hit.start_s, hit.end_s, False
+    times = [segments[i].words[k] for i, k in covered]  # type: ignore[index]
+    return min(w.start_s for w in times), max(w.end_s for w in times), True
+
+
+def _redacted_words(segments: list[Segment], hits: list[PIIHit], backstopped: list[bool]) -> list[list[Word] | None]:
+    """Each segment's words with a PII word's text as its label; in a segment the backstop
+    masked, every word with a digit too (its text must not say what the segment no longer does)."""
+    labels: dict[tuple[int, int], str] = {}
+    for hit in hits:
+        labels.update((key, REDACTION_LABEL[hit.type]) for key in pii_words(segments, hit))
+    out: list[list[Word] | None] = []
+    for i, seg in enumerate(segments):
+        if seg.words is None:
+            out.append(None)
+            continue
+        words = []
+        for k, w in enumerate(seg.words):
+            text = labels.get((i, k), w.text)
+            if backstopped[i] and any(ch.isdigit() for ch in text):
+                text = BACKSTOP_LABEL
+            words.append(w.model_copy(update={"text": text}))
+        out.append(words)
+    return out

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pipeline.asr import CallAudio, CallTranscript
-from pipeline.events import ModelInfo, RoutedCall, Segment, Transcript, UnsupportedLanguage
+from pipeline.events import ModelInfo, RoutedCall, Segment, Transcript, UnsupportedLanguage, Word
 from pipeline.lineage import extended, lineage_of, replay_id_of
 
 
@@ -35,6 +35,7 @@ def to_transcript(
                 end_s=round(s.end_s, 3),
                 text=s.text,
                 role_confidence=s.role_confidence,
+                words=None if s.words is None else [Word(start_s=a, end_s=b, text=w) for a, b, w in s.words],
             )
             for s in result.segments
         ],

@@ -1,0 +1,89 @@
+"""Word times from attention: DTW on small fixed matrices, normalisation, word grouping."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pipeline.asr.dtw import Word, alignment_matrix, dtw, group_words, median_filter, token_frames
+
+
+def test_dtw_follows_the_cheap_band() -> None:
+    # three tokens over eight frames: token 0 on frames 0-1, token 1 on 2-5, token 2 on 6-7
+    cost = np.ones((3, 8))
+    cost[0, 0:2] = cost[1, 2:6] = cost[2, 6:8] = 0.0
+    first, last = dtw(cost)
+    assert first.tolist() == [0, 2, 6]
+    assert last.tolist() == [1, 5, 7]
+
+
+def test_dtw_path_is_monotonic_and_covers_every_frame() -> None:
+    rng = np.random.default_rng(3)
+    cost = rng.random((6, 40))
+    first, last = dtw(cost)
+    assert first[0] == 0 and last[-1] == 39
+    assert all(first[i] <= last[i] for i in range(6))
+    assert all(first[i + 1] in (last[i], last[i] + 1) for i in range(5))
+
+
+def test_dtw_matches_a_plain_recurrence() -> None:
+    rng = np.random.default_rng(5)
+    cost = rng.random((5, 17))
+    total = np.full((6, 18), np.inf)
+    total[0, 0] = 0.0
+    for i in range(1, 6):
+        for j in range(1, 18):
+            total[i, j] = cost[i - 1, j - 1] + min(total[i - 1, j - 1], total[i - 1, j], total[i, j - 1])
+    first, last = dtw(cost)
+    path_cost = sum(cost[i, j] for i in range(5) for j in range(first[i], last[i] + 1))
+    assert path_cost == pytest.approx(total[5, 17])  # the path found is a cheapest one
+
+
+def test_dtw_rejects_fewer_frames_than_tokens() -> None:
+    with pytest.raises(ValueError):
+        dtw(np.zeros((4, 3)))
+
+
+def test_attention_on_a_fixed_matrix_gives_token_frames() -> None:
+    # two heads attending, for each of three tokens, to its own frames (logits 4 there, 0 elsewhere)
+    scores = np.zeros((2, 3, 30))
+    scores[:, 0, 3:10] = 4.0
+    scores[:, 1, 10:20] = 4.0
+    scores[:, 2, 20:26] = 4.0
+    start, end = token_frames(scores, width=3)
+    assert start.tolist() == [0, 10, 20]  # the first token takes the lead-in, the last the tail
+    assert end.tolist() == [10, 20, 30]
+
+
+def test_median_filter_removes_a_spike() -> None:
+    x = np.zeros((1, 9))
+    x[0, 4] = 10.0
+    assert median_filter(x, 3).max() == 0.0
+    assert median_filter(x, 1) is x
+
+
+def test_alignment_matrix_shape_and_errors() -> None:
+    assert alignment_matrix(np.zeros((4, 2, 10))).shape == (2, 10)
+    with pytest.raises(ValueError):
+        alignment_matrix(np.zeros((2, 10)))
+
+
+def test_words_from_spaced_pieces() -> None:
+    pieces = [
+        (" My", 0.0, 0.2),
+        (" card", 0.2, 0.5),
+        (" is", 0.5, 0.6),
+        (" 45", 0.6, 0.8),
+        ("32", 0.8, 1.0),
+        (",", 1.0, 1.0),
+        (" one", 1.1, 1.3),
+    ]
+    words = group_words(pieces, spaced=True)
+    assert [w.text for w in words] == ["My", "card", "is", "4532,", "one"]
+    assert words[3] == Word(0.6, 1.0, "4532,")
+
+
+def test_words_from_chinese_pieces_one_character_each() -> None:
+    words = group_words([("卡号", 0.0, 0.4), ("是", 0.4, 0.6), ("。", 0.6, 0.6), ("6222", 0.7, 1.2)], spaced=False)
+    assert [w.text for w in words] == ["卡", "号", "是。", "6222"]
+    assert words[0].end_s == pytest.approx(0.2) and words[1].start_s == pytest.approx(0.2)

@@ -1,0 +1,65 @@
+"""Word times through PII redaction: a PII word's text is its label, the hit carries the words' times."""
+
+from __future__ import annotations
+
+from pipeline.events import ModelInfo, ObjectRef, Segment, Transcript, Word
+from pipeline.stages.redaction import redact_transcript
+from pipeline.stages.word_spans import covered_words, word_ranges
+
+
+def words_of(text: str, start_s: float, step_s: float) -> list[Word]:
+    return [
+        Word(start_s=start_s + i * step_s, end_s=start_s + (i + 1) * step_s - 0.05, text=w)
+        for i, w in enumerate(text.split())
+    ]
+
+
+def call(text: str, start_s: float = 2.0, step_s: float = 0.5) -> Transcript:
+    words = words_of(text, start_s, step_s)
+    seg = Segment(role="customer", channel=1, start_s=start_s, end_s=words[-1].end_s, text=text, words=words)
+    return Transcript(
+        call_id="c",
+        object=ObjectRef(bucket="b", key="c.wav"),
+        duration_s=60.0,
+        channels=2,
+        segments=[seg],
+        model=ModelInfo(name="m", version="1"),
+    )
+
+
+def test_card_words_carry_labels_and_the_hit_their_times() -> None:
+    t = redact_transcript(call("sure my card is 4532 0151 1283 0366 thanks"))
+    words = t.segments[0].words
+    assert words is not None
+    assert [w.text for w in words] == ["sure", "my", "card", "is", "[CARD]", "[CARD]", "[CARD]", "[CARD]", "thanks"]
+    assert not any(ch.isdigit() for w in words for ch in w.text)
+    (hit,) = t.pii
+    assert hit.word_timed and hit.start_s == 4.0 and hit.end_s == 5.95  # words 4-7 at 0.5 s steps from 2.0
+
+
+def test_a_backstopped_segment_masks_every_digit_word() -> None:
+    t = redact_transcript(call("ref 123456789012345 ok"))
+    words = t.segments[0].words
+    assert words is not None and not any(ch.isdigit() for w in words for ch in w.text)
+
+
+def test_segments_without_words_keep_segment_times() -> None:
+    seg = Segment(role="customer", channel=1, start_s=1.0, end_s=5.0, text="my card is 4532 0151 1283 0366")
+    t = redact_transcript(
+        Transcript(
+            call_id="c",
+            object=ObjectRef(bucket="b", key="c.wav"),
+            duration_s=9.0,
+            channels=2,
+            segments=[seg],
+            model=ModelInfo(name="m", version="1"),
+        )
+    )
+    assert t.segments[0].words is None and not t.pii[0].word_timed and t.pii[0].start_s == 1.0
+
+
+def test_word_ranges_follow_the_text_in_order() -> None:
+    words = [(0.0, 0.1, "is"), (0.1, 0.2, "4532,"), (0.2, 0.3, "is")]
+    assert word_ranges("it is 4532, is", words) == [(3, 5), (6, 11), (12, 14)]
+    assert covered_words("it is 4532, is", words, [(6, 10)]) == [1]
+    assert covered_words("x", [(0.0, 0.1, "99")], []) == [0]  # not found and a digit: fail closed
