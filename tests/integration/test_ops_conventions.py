@@ -111,7 +111,7 @@ def test_dlq_redrive_is_a_dry_run_unless_execute(private: Settings, unique: str)
         dry = callqa(cfg, "dlq", "redrive", "--key", f"k-{unique}", "--since", "2000-01-01T00:00+08:00", *args)
         assert dry.returncode == 0, dry.stdout + dry.stderr
         assert "dry run: would redrive 1" in dry.stdout and "--execute" in dry.stdout
-    assert consume(cfg, "audio.arrivals", want=1, timeout_s=5) == []
+    assert consume(cfg, "router.retry", want=1, timeout_s=5) == []  # a redrive goes to the router's retry topic
     listed = json.loads(callqa(cfg, "dlq", "list", "--json").stdout)
     assert [d["state"] for d in listed] == ["open"]
     assert datetime.fromisoformat(listed[0]["failed_at"]).utcoffset() == datetime.now().astimezone().utcoffset()
@@ -120,7 +120,7 @@ def test_dlq_redrive_is_a_dry_run_unless_execute(private: Settings, unique: str)
 
     done = callqa(cfg, "dlq", "redrive", "--key", f"k-{unique}", "--execute")
     assert done.returncode == 0 and "redriven 1, parked 0" in done.stdout, done.stdout + done.stderr
-    assert [m.value() for m in consume(cfg, "audio.arrivals", want=1, timeout_s=30)] == [b'{"redriven": true}']
+    assert [m.value() for m in consume(cfg, "router.retry", want=1, timeout_s=30)] == [b'{"redriven": true}']
     assert json.loads(callqa(cfg, "dlq", "list", "--json").stdout) == []
 
 
