@@ -6,7 +6,7 @@ import time
 import uuid
 from collections.abc import Callable
 
-from confluent_kafka import Consumer, Message, Producer
+from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
 
 from pipeline.config import Settings
 
@@ -77,3 +77,19 @@ class TopicReader:
 
     def close(self) -> None:
         self.consumer.close()
+
+
+def commit(settings: Settings, group: str, offsets: dict[tuple[str, int], int]) -> None:
+    consumer = Consumer({**settings.kafka_common(), "group.id": group, "enable.auto.commit": False})
+    deadline = time.monotonic() + 60
+    try:
+        while True:  # on a fresh cluster the group coordinator takes a moment
+            try:
+                consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
+                return
+            except KafkaException:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(1)
+    finally:
+        consumer.close()

@@ -6,9 +6,6 @@ record onto ``audio.arrivals``; while Kafka is down MinIO queues events on disk.
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,8 +15,7 @@ from minio.error import MinioException
 from minio.notificationconfig import NotificationConfig, QueueConfig
 from minio.versioningconfig import ENABLED, VersioningConfig
 
-from pipeline.errors import StackError
-from pipeline.stack.processes import start_detached, wait_until
+from pipeline.stack.processes import go_binary, start_detached, wait_until
 
 # The last commit of the (now unmaintained) upstream module; built with `go install`.
 MINIO_VERSION = "v0.0.0-20260212201848-7aac2a2c5b7c"
@@ -28,21 +24,7 @@ NOTIFY_ARN = f"arn:minio:sqs::{TARGET_ID}:kafka"
 
 
 def ensure_binary(cache_dir: Path) -> Path:
-    binary = cache_dir / "bin" / f"minio-{MINIO_VERSION}"
-    if binary.exists():
-        return binary
-    if shutil.which("go") is None:
-        raise StackError("Go is needed once to build MinIO into the cache")
-    gobin = cache_dir / "bin" / "gobuild"
-    gobin.mkdir(parents=True, exist_ok=True)
-    result = subprocess.run(
-        ["go", "install", f"github.com/minio/minio@{MINIO_VERSION}"],
-        capture_output=True, text=True, env={**os.environ, "GOBIN": str(gobin), "GOFLAGS": "-mod=mod"},
-    )
-    if result.returncode != 0:
-        raise StackError(f"building MinIO failed:\n{result.stderr[-3000:]}")
-    (gobin / "minio").rename(binary)
-    return binary
+    return go_binary(cache_dir, "minio", "github.com/minio/minio", MINIO_VERSION)
 
 
 def _s3_answers(port: int, access_key: str, secret_key: str) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -10,6 +11,27 @@ import time
 from pathlib import Path
 
 from pipeline.errors import StackError
+
+
+def go_binary(cache_dir: Path, name: str, package: str, version: str) -> Path:
+    """The cached binary of a Go program, built once from the Go module proxy (``go install
+    package@version``) into ``cache_dir/bin/<name>-<version>``: MinIO and Prometheus ship no
+    binaries that install here."""
+    binary = cache_dir / "bin" / f"{name}-{version}"
+    if binary.exists():
+        return binary
+    if shutil.which("go") is None:
+        raise StackError(f"Go is needed once to build {name} into the cache")
+    gobin = cache_dir / "bin" / f"gobuild-{name}"
+    gobin.mkdir(parents=True, exist_ok=True)
+    result = subprocess.run(
+        ["go", "install", f"{package}@{version}"],
+        capture_output=True, text=True, env={**os.environ, "GOBIN": str(gobin), "GOFLAGS": "-mod=mod"},
+    )
+    if result.returncode != 0:
+        raise StackError(f"building {name} failed:\n{result.stderr[-3000:]}")
+    (gobin / package.rsplit("/", 1)[-1]).rename(binary)
+    return binary
 
 
 def free_port() -> int:

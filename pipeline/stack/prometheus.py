@@ -8,9 +8,6 @@ test_prometheus.py) to run the dashboard's and the alert rules' PromQL against r
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +17,7 @@ import urllib3
 import yaml
 
 from pipeline.errors import StackError
-from pipeline.stack.processes import start_detached, wait_until
+from pipeline.stack.processes import go_binary, start_detached, wait_until
 
 # Prometheus 3.16.0 (its Go module numbers v3.x.y as v0.3xy.0).
 PROMETHEUS_VERSION = "v0.316.0"
@@ -28,23 +25,7 @@ JOB = "callqa"  # the job name the alert rules select (deploy/prometheus/rules.y
 
 
 def ensure_binary(cache_dir: Path) -> Path:
-    binary = cache_dir / "bin" / f"prometheus-{PROMETHEUS_VERSION}"
-    if binary.exists():
-        return binary
-    if shutil.which("go") is None:
-        raise StackError("Go is needed once to build Prometheus into the cache")
-    gobin = cache_dir / "bin" / "gobuild-prometheus"
-    gobin.mkdir(parents=True, exist_ok=True)
-    result = subprocess.run(
-        ["go", "install", f"github.com/prometheus/prometheus/cmd/prometheus@{PROMETHEUS_VERSION}"],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "GOBIN": str(gobin), "GOFLAGS": "-mod=mod"},
-    )
-    if result.returncode != 0:
-        raise StackError(f"building Prometheus failed:\n{result.stderr[-3000:]}")
-    (gobin / "prometheus").rename(binary)
-    return binary
+    return go_binary(cache_dir, "prometheus", "github.com/prometheus/prometheus/cmd/prometheus", PROMETHEUS_VERSION)
 
 
 def write_config(home: Path, targets: Sequence[str], interval_s: float = 1.0, rule_files: Sequence[Path] = ()) -> Path:

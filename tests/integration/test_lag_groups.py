@@ -7,11 +7,11 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Producer
 
 from pipeline.config import Settings
 from pipeline.ops.lag import exit_code
-from tests.kafka_helpers import produce
+from tests.kafka_helpers import commit, produce
 from tests.processes import callqa
 
 pytestmark = pytest.mark.integration
@@ -23,22 +23,6 @@ def lag(settings: Settings, *args: str) -> dict:
     data = json.loads(result.stdout)
     assert result.returncode == exit_code(s["status"] for s in data["stages"]), result.stdout + result.stderr
     return data
-
-
-def commit(settings: Settings, group: str, offsets: dict[tuple[str, int], int]) -> None:
-    consumer = Consumer({**settings.kafka_common(), "group.id": group, "enable.auto.commit": False})
-    deadline = time.monotonic() + 60
-    try:
-        while True:  # on a fresh cluster the group coordinator takes a moment
-            try:
-                consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
-                return
-            except KafkaException:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(1)
-    finally:
-        consumer.close()
 
 
 def transactional(settings: Settings) -> Producer:

@@ -10,14 +10,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from pipeline.adapters.kafka_admin import apply_catalog, plan_catalog
 from pipeline.catalog import load_catalog
 from pipeline.config import Settings
 from pipeline.events import DeadLetter, SourcePosition, encode
 from pipeline.ops.lag_kafka import OffsetsReader
-from tests.kafka_helpers import consume, produce
+from tests.kafka_helpers import commit, consume, produce
 from tests.processes import callqa
 
 pytestmark = pytest.mark.integration
@@ -29,22 +28,6 @@ def private(isolated_settings: Settings) -> Settings:
     """Every topic under a private prefix, arrivals too: no other test's records in any stage's input."""
     apply_catalog(isolated_settings, load_catalog(isolated_settings.bucket_names))
     return isolated_settings
-
-
-def commit(settings: Settings, group: str, offsets: dict[tuple[str, int], int]) -> None:
-    consumer = Consumer({**settings.kafka_common(), "group.id": group, "enable.auto.commit": False})
-    deadline = time.monotonic() + 60
-    try:
-        while True:  # on a fresh cluster the group coordinator takes a moment
-            try:
-                consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
-                return
-            except KafkaException:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(1)
-    finally:
-        consumer.close()
 
 
 def committed(settings: Settings, group: str, topic: str) -> dict[tuple[str, int], int | None]:
