@@ -3,7 +3,7 @@
 The original object is read again (the engine's audio is resampled; the copy is cut at the
 recording's own rate) and written in its own format and subtype where that is lossless and
 writable (WAV/FLAC/AIFF PCM, u-law, A-law), so every sample outside the spans is the original's;
-anything else (MP3, Ogg) becomes a PCM_16 WAV of the same rate and channels.
+anything else (MP3, Ogg) becomes a PCM_16 WAV of the same rate and channels, named ``<name>.wav``.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def write_redacted(
     keep = lossless and soundfile.check_format(fmt, subtype)
     dest = out_dir / REDACTED_DIR / relative_name(name)
     if not keep:
-        dest = dest.with_suffix(".wav")
+        dest = dest.with_name(f"{dest.name}.wav")  # card.mp3 -> card.mp3.wav: never a card.wav beside it
         fmt, subtype = "WAV", "PCM_16"
     dest.parent.mkdir(parents=True, exist_ok=True)
     buf = io.BytesIO()

@@ -59,7 +59,7 @@ def noise(frames: int, channels: int) -> np.ndarray:
     return np.random.default_rng(3).integers(-12000, 12000, (frames, channels), dtype=np.int16)
 
 
-def run(inputs: Path, out: Path) -> tuple[EmbeddedRunner, str]:
+def run(inputs: Path, out: Path, pattern: str = "*.wav") -> tuple[EmbeddedRunner, str]:
     paths = [str(inputs)]
     opts = RunOptions(
         out_dir=out,
@@ -71,7 +71,7 @@ def run(inputs: Path, out: Path) -> tuple[EmbeddedRunner, str]:
         redact_audio="silence",
     )
     runner = EmbeddedRunner(opts, FileStore(), WordEngine(), QAEngine.from_paths())
-    summary = runner.run([FileStore.ref_for(p) for p in sorted(inputs.rglob("*.wav"))], lambda calls: lambda f: None)
+    summary = runner.run([FileStore.ref_for(p) for p in sorted(inputs.rglob(pattern))], lambda calls: lambda f: None)
     assert summary.transcribed == 3
     return runner, (out / "summary.txt").read_text()
 
@@ -111,3 +111,30 @@ def test_a_card_read_by_the_customer_is_silenced_in_a_copy_and_nothing_else_chan
 
     assert not (tmp_path / "out" / "redacted" / "clean.wav").exists()  # no PII: no copy
     assert "redacted audio: 2 copies written under redacted/" in summary
+
+
+def test_flac_stays_flac_and_a_lossy_recording_becomes_a_pcm_16_wav_as_the_summary_says(tmp_path: Path) -> None:
+    (tmp_path / "in").mkdir()
+    flac = noise(8000 * 10, 2)
+    sf.write(tmp_path / "in" / "card_flac.flac", flac, 8000, subtype="PCM_16")
+    sf.write(
+        tmp_path / "in" / "card_ogg.ogg",
+        noise(8000 * 10, 2).astype(np.float32) / 32768,
+        8000,
+        format="OGG",
+        subtype="VORBIS",
+    )
+    sf.write(tmp_path / "in" / "clean.wav", noise(16000 * 10, 1), 16000, subtype="PCM_16")
+    _, summary = run(tmp_path / "in", tmp_path / "out", "*.*")
+
+    flac_copy, _ = sf.read(tmp_path / "out" / "redacted" / "card_flac.flac", dtype="int16")
+    lo, hi = int(np.floor((4.7 - GUARD_S) * 8000)), int(np.ceil((7.0 + GUARD_S) * 8000))
+    assert sf.info(tmp_path / "out" / "redacted" / "card_flac.flac").format == "FLAC"
+    assert np.array_equal(flac_copy[:, 0], flac[:, 0]) and not flac_copy[lo:hi, 1].any()
+    assert np.array_equal(flac_copy[hi:, 1], flac[hi:, 1])
+    ogg_copy = tmp_path / "out" / "redacted" / "card_ogg.ogg.wav"
+    info = sf.info(ogg_copy)
+    assert (info.format, info.subtype, info.samplerate, info.channels) == ("WAV", "PCM_16", 8000, 2)
+    assert not sf.read(ogg_copy, dtype="int16")[0][lo:hi, 1].any()
+    assert "redacted audio: 2 copies written under redacted/" in summary
+    assert "1 as PCM_16 WAV (their own format is not written losslessly): card_ogg" in summary
