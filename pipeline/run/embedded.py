@@ -33,7 +33,7 @@ from pipeline.logs import get_logger
 from pipeline.qa import CallQAResult, QAEngine, read_results_jsonl, write_report
 from pipeline.run.interrupts import Interrupts
 from pipeline.run.progress_bar import AudioProgress
-from pipeline.run.redacted_audio import default_name, redaction_lines, write_redacted
+from pipeline.run.redacted_audio import REDACTED_DIR, default_name, redaction_lines, write_redacted
 from pipeline.stages.asr import AsrBatch, AsrInput, AsrStage, SpeechEngine, Transcribed
 from pipeline.stages.audio_redaction import Mode
 from pipeline.stages.batching import BatchBudget, plan_batches
@@ -399,6 +399,8 @@ def run_paths(settings: Any, paths: list[str], out_dir: Path, metadata: dict[str
               max_calls: int, max_audio_s: float, with_qa: bool, redact_audio: Mode | None = None) -> RunSummary:
     """The ``callqa run`` job, with a progress bar of audio hours, throughput and ETA."""
     store, refs = input_refs(paths, settings)
+    copies = (out_dir / REDACTED_DIR).resolve()  # an --out inside an input folder: its copies are not calls
+    refs = [r for r in refs if r.bucket != FileStore.BUCKET or not Path(r.key).is_relative_to(copies)]
     qa = QAEngine.from_paths(list(settings.qa_rule_packs)) if with_qa else None
     opts = RunOptions(out_dir=out_dir, buckets=Buckets(settings.bucket_edges_s, settings.bucket_names),
                       budget=BatchBudget(max_calls, max_audio_s), max_duration_s=settings.max_duration_s,

@@ -138,3 +138,26 @@ def test_flac_stays_flac_and_a_lossy_recording_becomes_a_pcm_16_wav_as_the_summa
     assert not sf.read(ogg_copy, dtype="int16")[0][lo:hi, 1].any()
     assert "redacted audio: 2 copies written under redacted/" in summary
     assert "1 as PCM_16 WAV (their own format is not written losslessly): card_ogg" in summary
+
+
+def test_copies_written_inside_the_input_folder_are_not_taken_as_calls_on_a_rerun(tmp_path: Path) -> None:
+    from pipeline.config import Settings
+    from pipeline.run.embedded import run_paths
+
+    (tmp_path / "in").mkdir()
+    sf.write(tmp_path / "in" / "card.wav", noise(8000 * 10, 2), 8000, subtype="PCM_16")
+    out = tmp_path / "in" / "results"  # --out inside the folder transcribed
+    for _ in range(2):
+        summary = run_paths(
+            Settings(),
+            [str(tmp_path / "in")],
+            out,
+            {"roles": "left=agent,right=customer"},
+            WordEngine(),
+            8,
+            240.0,
+            True,
+            "silence",
+        )
+    assert (out / "redacted" / "card.wav").exists()
+    assert (summary.calls, summary.skipped_done) == (1, 1)
