@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
@@ -381,6 +382,11 @@ def report_cmd(
     typer.echo(f"wrote {write_report(out, results)} ({len(results)} calls)")
 
 
+class RedactWith(StrEnum):
+    silence = "silence"
+    tone = "tone"  # 1 kHz at -20 dBFS: a listener hears where something was cut
+
+
 @app.command("run")
 def run_cmd(
     paths: Annotated[list[str], typer.Argument(help="Files, folders (recursive) or s3://bucket/prefix.")],
@@ -395,6 +401,10 @@ def run_cmd(
     qa: Annotated[bool, typer.Option(help="Run the compliance rules too.")] = True,
     allow_dead_letters: Annotated[bool, typer.Option(
         help="Exit 0 even when some inputs could not be processed (listed in dead_letters.jsonl).")] = False,
+    redact_audio: Annotated[bool, typer.Option(
+        help="Write a copy of each call with PII under OUT/redacted/, its PII spans (plus 80 ms) replaced "
+             "on the speaker's channel, in the recording's own format (else a PCM_16 WAV).")] = False,
+    redact_with: Annotated[RedactWith, typer.Option(help="What replaces the PII audio.")] = RedactWith.silence,
 ) -> None:
     """Embedded mode: transcribe and check recordings in this process (no broker, no object store).
 
@@ -415,7 +425,8 @@ def run_cmd(
         typer.echo(note, err=True)
     try:
         summary = run_paths(cfg, paths, out, {k: v for k, v in {"roles": roles, "agent-id": agent_id}.items() if v},
-                            load_engine(cfg, device), max_calls, max_audio_s, qa)
+                            load_engine(cfg, device), max_calls, max_audio_s, qa,
+                            redact_with.value if redact_audio else None)
     except KeyboardInterrupt:  # every finished call is already on disk (one synced line each)
         typer.echo(f"\ninterrupted: the calls finished so far are in {out}/; the same command resumes", err=True)
         raise typer.Exit(130) from None

@@ -89,7 +89,7 @@ def decode_bounded(call: RoutedCall, data: bytes) -> CallAudio:
     object, whatever its header says, makes the worker allocate more than its routed call.
     """
     try:
-        with _open(call, data) as f:
+        with open_recording(call, data) as f:
             problem = decoded_mismatch(call, f.frames, f.channels, f.samplerate)
             if problem:
                 raise StreamMismatch(problem)
@@ -106,7 +106,7 @@ def decode_bounded(call: RoutedCall, data: bytes) -> CallAudio:
     return CallAudio(call.call_id, samples, int(call.sample_rate_hz), roles)
 
 
-def _open(call: RoutedCall, data: bytes) -> soundfile.SoundFile:
+def open_recording(call: RoutedCall, data: bytes) -> soundfile.SoundFile:
     """The decoder over the object. A recorder that stopped before writing its sizes leaves a
     WAV data chunk of size 0, which libsndfile reads as no frames; the router took the length
     from the object size (as for a streaming writer), so the samples are read as raw PCM."""

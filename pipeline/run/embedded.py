@@ -7,7 +7,8 @@ local files (or an ``s3://bucket/prefix``). Outputs in ``--out``:
 - ``transcripts.jsonl`` — Transcript events, as on asr.transcripts;
 - ``findings.jsonl`` — QAResult events, as on qa.findings;
 - ``dead_letters.jsonl`` — every file that could not be processed, with its reason;
-- ``summary.txt`` and ``report.html``.
+- ``summary.txt`` and ``report.html``;
+- with ``redact_audio``, ``redacted/<the call's path>``: each call with PII, its spans cut out.
 
 Outputs are appended and flushed batch by batch, so a rerun skips what is done. This
 module only maps the stages' outcomes (:class:`~pipeline.stages.router.ArrivalRouter`,
@@ -28,10 +29,13 @@ from pipeline.adapters.fetch import Fetcher
 from pipeline.adapters.file_store import FileStore
 from pipeline.errors import DecodeError
 from pipeline.events import AudioArrived, DeadLetter, ObjectRef, RoutedCall, Transcript, decode, encode
+from pipeline.logs import get_logger
 from pipeline.qa import CallQAResult, QAEngine, read_results_jsonl, write_report
 from pipeline.run.interrupts import Interrupts
 from pipeline.run.progress_bar import AudioProgress
+from pipeline.run.redacted_audio import REDACTED_DIR, default_name, redaction_lines, write_redacted
 from pipeline.stages.asr import AsrBatch, AsrInput, AsrStage, SpeechEngine, Transcribed
+from pipeline.stages.audio_redaction import Mode
 from pipeline.stages.batching import BatchBudget, plan_batches
 from pipeline.stages.outcomes import Dead
 from pipeline.stages.qa import Evaluated, QaStage
@@ -39,6 +43,7 @@ from pipeline.stages.router import ArrivalRouter, Routed
 from pipeline.stages.routing import Buckets
 from pipeline.stages.storage import ObjectStore
 
+log = get_logger("callqa.embedded")
 TRANSCRIPTS, FINDINGS, DEAD_LETTERS = "transcripts.jsonl", "findings.jsonl", "dead_letters.jsonl"
 
 
@@ -50,6 +55,8 @@ class RunOptions:
     max_duration_s: float = 4 * 3600.0
     metadata: dict[str, str] = field(default_factory=dict)  # e.g. roles, agent-id for every file
     call_ids: dict[str, str] = field(default_factory=dict)  # object key -> call id (local files: the name)
+    names: dict[str, str] = field(default_factory=dict)  # object key -> path below the input folder
+    redact_audio: Mode | None = None  # write redacted copies (silence or tone over the PII spans)
 
 
 @dataclass
@@ -65,6 +72,9 @@ class RunSummary:
     reasons: dict[str, int] = field(default_factory=dict)  # of the inputs still not processed
     failed_now: set[tuple[str | None, str]] = field(default_factory=set)  # (key, reason) dead in this run
     repaired: list[str] = field(default_factory=list)  # what was fixed in the outputs of a crashed run
+    redacted: int = 0  # redacted copies written in this run
+    redacted_as_wav: list[str] = field(default_factory=list)  # of those, the calls written as PCM_16 WAV
+    redaction_failed: list[str] = field(default_factory=list)  # calls with PII whose copy could not be written
 
     @property
     def padding_efficiency(self) -> float:
@@ -168,9 +178,25 @@ class EmbeddedRunner:
                 out.write(out.findings, outcome.result)
             else:
                 out.letters.add(outcome.letter)  # the transcript is still kept, as on asr.transcripts
+        if self.opts.redact_audio is not None:  # before the transcript line: a rerun writes a missing copy
+            self._redact(done, out.summary)
         out.write(out.transcripts, transcript)
         out.summary.transcribed += 1
         out.summary.audio_s += done.call.duration_s
+
+    def _redact(self, done: Transcribed[str], summary: RunSummary) -> None:
+        name = self.opts.names.get(done.call.object.key) or default_name(done.call.object)
+        try:
+            written = write_redacted(self.store, done.call, done.redacted, self.opts.out_dir, name,
+                                     self.opts.redact_audio or "silence")
+        except Exception as exc:  # noqa: BLE001 - one recording's copy costs that copy only; it is said
+            log.warning("redacted_audio_failed", call_id=done.call.call_id, error=type(exc).__name__)
+            summary.redaction_failed.append(done.call.call_id)
+            return
+        if written is not None:
+            summary.redacted += 1
+            if written.converted:
+                summary.redacted_as_wav.append(done.call.call_id)
 
     def _finish(self, summary: RunSummary) -> None:
         out = self.opts.out_dir
@@ -207,6 +233,7 @@ def render_summary(summary: RunSummary, results: list[CallQAResult], dead: list[
         lines.append(f"unsupported_language: {len(foreign)} call(s) not judged by QA (transcribed as spoken):")
         lines += [f"  {call_id}: {language} (probability {p:.2f})" for call_id, language, p in foreign[:20]]
         lines += [f"  and {len(foreign) - 20} more"] if len(foreign) > 20 else []
+    lines += redaction_lines(summary.redacted, summary.redacted_as_wav, summary.redaction_failed)
     lines += [f"repaired {line}" for line in summary.repaired]
     if dead:
         lines.append("not processed:")
@@ -334,11 +361,19 @@ def _write(out: IO[bytes], event: Any) -> None:
 def local_call_ids(paths: list[str]) -> dict[str, str]:
     """Local recordings' call ids: the name below the folder given, without its extension, as
     ``callqa ingest`` names their objects (the distributed pipeline gives the same ids)."""
-    from pipeline.adapters.publisher import call_ids, recording_names
+    from pipeline.adapters.publisher import call_ids
+
+    names = local_names(paths)
+    ids = call_ids(names.values())
+    return {key: ids[name] for key, name in names.items()}
+
+
+def local_names(paths: list[str]) -> dict[str, str]:
+    """Local recordings' names (object key -> path below the folder given, as ``callqa ingest`` names them)."""
+    from pipeline.adapters.publisher import recording_names
 
     named = recording_names([Path(p) for p in paths if not p.startswith("s3://")])
-    ids = call_ids(name for _, name in named)
-    return {FileStore.ref_for(p).key: ids[name] for p, name in named}
+    return {FileStore.ref_for(p).key: name for p, name in named}
 
 
 def input_refs(paths: list[str], settings: Any) -> tuple[ObjectStore, list[ObjectRef]]:
@@ -361,13 +396,16 @@ def input_refs(paths: list[str], settings: Any) -> tuple[ObjectStore, list[Objec
 
 
 def run_paths(settings: Any, paths: list[str], out_dir: Path, metadata: dict[str, str], engine: SpeechEngine,
-              max_calls: int, max_audio_s: float, with_qa: bool) -> RunSummary:
+              max_calls: int, max_audio_s: float, with_qa: bool, redact_audio: Mode | None = None) -> RunSummary:
     """The ``callqa run`` job, with a progress bar of audio hours, throughput and ETA."""
     store, refs = input_refs(paths, settings)
+    copies = (out_dir / REDACTED_DIR).resolve()  # an --out inside an input folder: its copies are not calls
+    refs = [r for r in refs if r.bucket != FileStore.BUCKET or not Path(r.key).is_relative_to(copies)]
     qa = QAEngine.from_paths(list(settings.qa_rule_packs)) if with_qa else None
     opts = RunOptions(out_dir=out_dir, buckets=Buckets(settings.bucket_edges_s, settings.bucket_names),
                       budget=BatchBudget(max_calls, max_audio_s), max_duration_s=settings.max_duration_s,
-                      metadata=metadata, call_ids=local_call_ids(paths))
+                      metadata=metadata, call_ids=local_call_ids(paths), names=local_names(paths),
+                      redact_audio=redact_audio)
     bars: list[AudioProgress] = []
 
     def progress(calls: list[RoutedCall]) -> Progress:
