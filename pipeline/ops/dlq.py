@@ -5,9 +5,11 @@ consumer group that failed its input (and that group's replay id) and the input'
 headers (:data:`pipeline.ops.headers.PROCESSING`, e.g. the replay generation).
 
 A redrive sends the original payload to the failing stage's retry topic (``router.retry``,
-``asr.retry``, ``qa.retry``), never back into a shared topic such as ``asr.transcripts``: every
-group of the stage reads its retry topic beside its input, and only the group named in the
-record's ``callqa-retry-group`` header processes it. The record carries the letter's headers
+``qa.retry``), never back into a shared topic such as ``asr.transcripts``: every group of the stage
+reads its retry topic beside its input, and only the group named in the record's
+``callqa-retry-group`` header processes it. An ASR letter goes back to its bucket topic partition,
+which only ASR groups read, addressed the same way: a worker subscribed to a second topic would be
+given all of one topic's partitions by the cooperative assignor, and sit idle beside a busy peer. The record carries the letter's headers
 back, plus ``callqa-redrive-attempt`` (the letter's attempt count); a stage that fails it again
 writes a new letter with one attempt more. A router letter goes to the retry partition of its
 arrival's partition number (``router.retry`` is co-partitioned with ``audio.arrivals``, like the
@@ -31,7 +33,7 @@ from pipeline.events import DeadLetter
 from pipeline.ops.headers import REDRIVE_ATTEMPT, RETRY_GROUP, HeadersLike, int_header, processing_headers
 
 Stage = Literal["router", "asr", "qa"]
-RETRY_TOPICS: dict[str, str] = {"router": "router.retry", "asr": "asr.retry", "qa": "qa.retry"}
+RETRY_TOPICS: dict[str, str] = {"router": "router.retry", "qa": "qa.retry"}
 # The groups a stage runs as unless told otherwise: a letter of schema 1.1 does not name its group.
 DEFAULT_GROUPS = {"router": "callqa-router", "qa": "callqa-qa"}
 
@@ -120,9 +122,11 @@ def plan_redrive(letters: list[StoredLetter], selection: Selection, max_attempts
         else:
             headers = [*((k, v.encode()) for k, v in sorted(letter.headers.items())),
                        (REDRIVE_ATTEMPT, str(letter.attempts).encode()), (RETRY_GROUP, group.encode())]
-            # router.retry is co-partitioned with audio.arrivals (the de-dup markers); elsewhere the key decides
-            partition = letter.source.partition if letter.stage == "router" else None
-            actions.append(Action("redrive", stored, RETRY_TOPICS[letter.stage], partition, headers,
+            # router.retry is co-partitioned with audio.arrivals (the de-dup markers); an ASR letter goes
+            # back to its bucket partition (only the ASR groups read it, and the header addresses one)
+            partition = letter.source.partition if letter.stage in ("router", "asr") else None
+            topic = RETRY_TOPICS.get(letter.stage) or letter.source.topic.removeprefix(topic_prefix)
+            actions.append(Action("redrive", stored, topic, partition, headers,
                                   why=f"attempt {letter.attempts + 1} of {max_attempts}, group {group}"))
     return actions
 

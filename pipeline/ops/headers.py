@@ -61,6 +61,13 @@ def processing_headers(headers: HeadersLike) -> dict[str, str]:
     return {k: v[:MAX_HEADER_CHARS] for k, v in kept.items() if v is not None}
 
 
+def addressed_elsewhere(headers: HeadersLike, group: str) -> bool:
+    """Whether a record is a redrive for another consumer group (an ASR redrive goes back into its
+    bucket topic, which every ASR group of the bucket reads: only the group that failed it takes it)."""
+    target = header(headers, RETRY_GROUP)
+    return target is not None and target != group
+
+
 def addressed_to(headers: HeadersLike, group: str) -> bool:
     """Whether a ``<stage>.retry`` record is for this consumer group (each group of a stage reads the
     retry topic; only the group that failed the input processes it, the others pass it by)."""

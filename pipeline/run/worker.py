@@ -37,7 +37,7 @@ from pipeline.catalog import load_catalog
 from pipeline.config import Settings
 from pipeline.errors import CallQAError
 from pipeline.logs import get_logger
-from pipeline.ops.headers import addressed_to
+from pipeline.ops.headers import addressed_elsewhere
 from pipeline.ops.health import StageHealth
 from pipeline.run.worker_commit import BatchCommitter
 from pipeline.run.worker_metrics import WorkerMetrics
@@ -111,7 +111,6 @@ class AsrWorker:
         self.input_topic = opts.input_topic(settings)
         self.output_topic = settings.topic("asr.transcripts")
         self.dlq_topic = settings.topic("asr.dlq")
-        self.retry_topic = settings.topic("asr.retry")  # redriven letters; only this group's are taken
         self.group_id = opts.group_id(settings)
         self.limits = MessageLimits.from_catalog(load_catalog(settings.bucket_names))
         self.stopping = threading.Event()
@@ -162,7 +161,7 @@ class AsrWorker:
             }
         )
         self.consumer.subscribe(
-            [self.input_topic, self.retry_topic],
+            [self.input_topic],
             on_assign=self._on_assign,
             on_revoke=self._on_revoke,
             on_lost=self._on_revoke,
@@ -246,7 +245,7 @@ class AsrWorker:
                 if msg.error().code() != KafkaError._PARTITION_EOF:
                     log.warning("consume_error", error=str(msg.error()))
                 continue
-            if msg.topic() == self.retry_topic and not addressed_to(msg.headers(), self.group_id):
+            if addressed_elsewhere(msg.headers(), self.group_id):
                 # another group's redrive: passed by, its offset committed with a later record of
                 # the partition (or read and passed by again after a restart)
                 continue

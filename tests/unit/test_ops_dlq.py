@@ -4,7 +4,7 @@ from datetime import UTC, datetime, timedelta
 
 from pipeline.events import DeadLetter, SourcePosition
 from pipeline.ops.dlq import Selection, StoredLetter, decoded_payload, failing_group, plan_redrive, stamped
-from pipeline.ops.headers import REDRIVE_ATTEMPT, REPLAY_GENERATION, RETRY_GROUP, addressed_to
+from pipeline.ops.headers import REDRIVE_ATTEMPT, REPLAY_GENERATION, RETRY_GROUP, addressed_elsewhere, addressed_to
 
 T0 = datetime(2026, 11, 30, 23, 0, tzinfo=UTC)
 
@@ -74,3 +74,15 @@ def test_payload_is_decoded_for_display() -> None:
     assert decoded_payload(stored(0).letter) == {"x": 1}
     binary = DeadLetter.of(payload=b"\xff\x00", key=None, reason="malformed_event", message="m", stage="router")
     assert decoded_payload(binary) == {"base64": "/wA=", "bytes": 2}
+
+
+def test_an_asr_letter_goes_back_to_its_bucket_partition_for_the_group_that_failed_it() -> None:
+    base = DeadLetter.of(payload=b"{}", key=b"c1", reason="fetch_failed", message="m", stage="asr",
+                         source=SourcePosition(topic="p.audio.bucket.long", partition=2, offset=5))
+    letter = stamped(base, None, "p.asr-long-r2", replay_id="r2")
+    (action,) = plan_redrive([StoredLetter("asr.dlq", 0, 0, letter)], Selection(), max_attempts=3, topic_prefix="p.")
+    # one input topic per worker: subscribed to a second one, the cooperative assignor could hand a
+    # worker all of one topic's partitions, and it would idle beside a busy peer
+    assert (action.topic, action.partition) == ("audio.bucket.long", 2)
+    assert addressed_elsewhere(action.headers, "p.asr-long") and not addressed_elsewhere(action.headers, "p.asr-long-r2")
+    assert not addressed_elsewhere([], "p.asr-long")  # a routed call of the night: every group takes it
