@@ -37,6 +37,19 @@ MINIO_EVENT = {
 }
 
 
+def one_turn_transcript(text: str, replay_id: str | None) -> Transcript:
+    """Call c1's transcript of one agent turn, tagged with ``replay_id`` (replay-identity tests)."""
+    return Transcript(
+        call_id="c1",
+        object=ObjectRef(bucket="b", key="c1.wav"),
+        duration_s=10.0,
+        channels=1,
+        model=ModelInfo(name="m", version="1"),
+        replay_id=replay_id,
+        segments=[Segment(role="agent", channel=0, start_s=0.0, end_s=4.0, text=text)],
+    )
+
+
 def sample_events() -> list:
     ref = ObjectRef(bucket="recordings", key="2026/11/30/call-1.wav", version_id="v1", etag="e1", size_bytes=1000)
     segments = [

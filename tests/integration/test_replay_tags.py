@@ -10,24 +10,13 @@ from pathlib import Path
 import pytest
 
 from pipeline.config import Settings
-from pipeline.events import ModelInfo, ObjectRef, QAResult, Segment, Transcript, decode, encode
+from pipeline.events import QAResult, decode, encode
 from tests import audio
 from tests.kafka_helpers import consume, produce
 from tests.processes import callqa, spawn, stop
+from tests.samples import one_turn_transcript as transcript
 
 pytestmark = pytest.mark.integration
-
-
-def transcript(text: str, replay_id: str | None) -> Transcript:
-    return Transcript(
-        call_id="c1",
-        object=ObjectRef(bucket="b", key="c1.wav"),
-        duration_s=10.0,
-        channels=1,
-        model=ModelInfo(name="m", version="1"),
-        replay_id=replay_id,
-        segments=[Segment(role="agent", channel=0, start_s=0.0, end_s=4.0, text=text)],
-    )
 
 
 def test_a_qa_replay_group_adds_its_id_to_each_transcripts(settings: Settings, unique: str, tmp_path: Path) -> None:

@@ -11,27 +11,16 @@ import pytest
 from pipeline.asr import CallTranscript
 from pipeline.asr.transcript import Segment as AsrSegment
 from pipeline.errors import ConfigError
-from pipeline.events import ModelInfo, ObjectRef, RoutedCall, Segment, Transcript, decode, encode
+from pipeline.events import ObjectRef, RoutedCall, Transcript, decode, encode
 from pipeline.qa import QAEngine
 from pipeline.stages.qa import Evaluated, QaStage
 from pipeline.stages.transcript_event import to_transcript
+from tests.samples import one_turn_transcript as transcript
 
 
 @pytest.fixture(scope="module")
 def stage() -> QaStage:
     return QaStage(QAEngine.from_paths([]))
-
-
-def transcript(text: str, replay_id: str | None) -> Transcript:
-    return Transcript(
-        call_id="c1",
-        object=ObjectRef(bucket="b", key="c1.wav"),
-        duration_s=10.0,
-        channels=1,
-        model=ModelInfo(name="m", version="1"),
-        replay_id=replay_id,
-        segments=[Segment(role="agent", channel=0, start_s=0.0, end_s=4.0, text=text)],
-    )
 
 
 def routed(replay_id: str | None) -> RoutedCall:
