@@ -49,6 +49,7 @@ from pipeline.stages.markers import check_co_partitioned
 from pipeline.stages.router import ArrivalRouter, Dead, Routed, Skipped
 from pipeline.stages.routing import Buckets
 from pipeline.stages.sizes import MessageLimits, too_large_letter
+from pipeline.stages.storage import ObjectStore
 
 log = get_logger("callqa.router")
 
@@ -60,8 +61,10 @@ PROBE_S = Histogram("callqa_router_probe_seconds", "Probe latency",
                     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5))
 
 
-def create_app(settings: Settings, app_id: str = "callqa-router", health: StageHealth | None = None) -> faust.App:
-    """Build the Faust app; ``app.main()`` or ``app.worker`` runs it."""
+def create_app(settings: Settings, app_id: str = "callqa-router", health: StageHealth | None = None,
+               store: ObjectStore | None = None) -> faust.App:
+    """Build the Faust app; ``app.main()`` or ``app.worker`` runs it. ``store``: the object store
+    probed (default MinIO behind the retry layer; a load test passes the simulated one)."""
     # First, so that security settings the stage cannot honour stop it before any client connects.
     app = create_faust_app(settings, app_id)
     arrivals_name = settings.arrivals
@@ -107,7 +110,7 @@ def create_app(settings: Settings, app_id: str = "callqa-router", health: StageH
     router = ArrivalRouter(
         # Probes wait out a storage outage (up to storage_retry_deadline_s) in the executor thread:
         # the event loop, its heartbeats and health timer keep turning meanwhile.
-        store=retrying_store(settings),
+        store=store or retrying_store(settings),
         buckets=Buckets(settings.bucket_edges_s, settings.bucket_names),
         partitions_of=lambda bucket: partition_counts[bucket_names[bucket]],
         max_duration_s=settings.max_duration_s,
