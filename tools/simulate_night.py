@@ -86,10 +86,18 @@ class Night:
         return proc
 
     def _start(self, proc: Proc) -> None:
-        env = settings_env(self.settings, metrics_port=str(proc.port), log_level="info")
+        # workers log at info (their assignments time the rebalances); router and QA at warning, as a
+        # per-call info line is a measurable share of the router's time
+        level = "info" if proc.stage.startswith("asr-") else "warning"
+        env = settings_env(self.settings, metrics_port=str(proc.port), log_level=level)
         with open(proc.log, "ab") as log:
-            proc.popen = subprocess.Popen([sys.executable, "-m", "pipeline.cli", *proc.args], env=env, cwd=ROOT,
-                                          stdout=log, stderr=subprocess.STDOUT)
+            proc.popen = subprocess.Popen(
+                [sys.executable, "-m", "pipeline.cli", *proc.args],
+                env=env,
+                cwd=ROOT,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         proc.started_at = time.time()
 
     def sample(self) -> None:
@@ -133,11 +141,16 @@ def _metric(port: int, name: str) -> float:
             text = resp.read().decode()
     except OSError:
         return 0.0
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-               if line.startswith(name) and not line.startswith("#"))
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith(name) and not line.startswith("#")
+    )
 
 
-def workers_per_bucket(opts: argparse.Namespace, audio_by_bucket: dict[str, float], names: tuple[str, ...]) -> dict[str, int]:
+def workers_per_bucket(
+    opts: argparse.Namespace, audio_by_bucket: dict[str, float], names: tuple[str, ...]
+) -> dict[str, int]:
     if opts.workers:
         given = dict(part.split("=") for part in opts.workers.split(","))
         return {b: int(given.get(b, 1)) for b in names}
@@ -153,8 +166,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--seed", type=int, default=29)
     parser.add_argument("--rtfx", type=float, default=450.0, help="simulated RTFx per device")
-    parser.add_argument("--time-scale", type=float, default=0.0,
-                        help="night seconds per wall second (0: so that the planned night takes --target-wall-s)")
+    parser.add_argument(
+        "--time-scale",
+        type=float,
+        default=0.0,
+        help="night seconds per wall second (0: so that the planned night takes --target-wall-s)",
+    )
     parser.add_argument("--target-wall-s", type=float, default=120.0)
     parser.add_argument("--window-h", type=float, default=6.0)
     parser.add_argument("--time-scale-plan", type=float, default=1.0, help=argparse.SUPPRESS)
@@ -201,8 +218,18 @@ def run(settings: Settings, opts: argparse.Namespace) -> dict[str, Any]:
     sim.spawn("qa-0", "qa", "qa")
     for b in settings.bucket_names:
         for i in range(workers[b]):
-            sim.spawn(f"worker-{b}-{i}", f"asr-{b}", "worker", "--bucket", b, "--instance-id", f"sim-{b}-{i}",
-                      "--engine", spec, "--simulated-storage")
+            sim.spawn(
+                f"worker-{b}-{i}",
+                f"asr-{b}",
+                "worker",
+                "--bucket",
+                b,
+                "--instance-id",
+                f"sim-{b}-{i}",
+                "--engine",
+                spec,
+                "--simulated-storage",
+            )
     try:
         return _night(settings, opts, sim, workers, spec, scale, night, audio_by_bucket, engine_opts)
     finally:
@@ -210,16 +237,21 @@ def run(settings: Settings, opts: argparse.Namespace) -> dict[str, Any]:
 
 
 def _night(settings, opts, sim, workers, spec, scale, night, audio_by_bucket, engine_opts) -> dict[str, Any]:
-    reader = TopicReader(settings, ["asr.transcripts", "asr.dlq", "router.dlq", "qa.findings"]
-                         + [f"audio.bucket.{b}" for b in settings.bucket_names])
+    reader = TopicReader(
+        settings,
+        ["asr.transcripts", "asr.dlq", "router.dlq", "qa.findings"]
+        + [f"audio.bucket.{b}" for b in settings.bucket_names],
+    )
     time.sleep(8)  # the stages join their groups
 
     publisher = ArrivalPublisher(settings)
     published_at = time.time()
     for r in night:
         key = key_for(PREFIX, r)
-        publisher.publish(ObjectRef(bucket=settings.recordings_bucket, key=key, etag=etag_of(key)),
-                          {"roles": "left=agent,right=customer" if r.channels == 2 else "left=mixed"})
+        publisher.publish(
+            ObjectRef(bucket=settings.recordings_bucket, key=key, etag=etag_of(key)),
+            {"roles": "left=agent,right=customer" if r.channels == 2 else "left=mixed"},
+        )
     publisher.flush(120)
     busiest = max(workers, key=lambda b: audio_by_bucket.get(b, 0.0))
     done_ids: set[str] = set()
@@ -231,7 +263,7 @@ def _night(settings, opts, sim, workers, spec, scale, night, audio_by_bucket, en
     counts: Counter[str] = Counter()
     transcripts: list[Transcript] = []
     while time.time() < deadline:
-        for msg in reader.poll(1.0)[sum(counts.values()):]:
+        for msg in reader.poll(1.0)[sum(counts.values()) :]:
             topic = msg.topic().removeprefix(settings.topic_prefix)
             counts[topic] += 1
             if topic == "asr.transcripts":
@@ -254,14 +286,25 @@ def _night(settings, opts, sim, workers, spec, scale, night, audio_by_bucket, en
         if opts.scale_out_at and not scaled and share >= opts.scale_out_at:
             scaled = True
             for i in range(opts.scale_out_by):
-                sim.spawn(f"worker-{busiest}-x{i}", f"asr-{busiest}", "worker", "--bucket", busiest,
-                          "--instance-id", f"sim-{busiest}-x{i}", "--engine", spec, "--simulated-storage")
-            sim.events.append({"at": time.time(), "what": f"scale out {busiest} +{opts.scale_out_by}",
-                               "bucket": busiest})
+                sim.spawn(
+                    f"worker-{busiest}-x{i}",
+                    f"asr-{busiest}",
+                    "worker",
+                    "--bucket",
+                    busiest,
+                    "--instance-id",
+                    f"sim-{busiest}-x{i}",
+                    "--engine",
+                    spec,
+                    "--simulated-storage",
+                )
+            sim.events.append(
+                {"at": time.time(), "what": f"scale out {busiest} +{opts.scale_out_by}", "bucket": busiest}
+            )
         if finished >= len(night) and counts["qa.findings"] >= len(done_ids):
             break
     reader.poll(5.0)  # anything late (a duplicate) still counts
-    for msg in reader.messages[sum(counts.values()):]:
+    for msg in reader.messages[sum(counts.values()) :]:
         topic = msg.topic().removeprefix(settings.topic_prefix)
         counts[topic] += 1
         if topic == "asr.transcripts":
@@ -269,8 +312,24 @@ def _night(settings, opts, sim, workers, spec, scale, night, audio_by_bucket, en
     sim.sample()
     sim.stop_all()
     reader.close()
-    return report(settings, opts, night, reader, transcripts, counts, dead_ids, workers, scale, published_at,
-                  timeline, eta, sim, audio_by_bucket, engine_opts, spec)
+    return report(
+        settings,
+        opts,
+        night,
+        reader,
+        transcripts,
+        counts,
+        dead_ids,
+        workers,
+        scale,
+        published_at,
+        timeline,
+        eta,
+        sim,
+        audio_by_bucket,
+        engine_opts,
+        spec,
+    )
 
 
 def _letter_call(letter: DeadLetter) -> str:
@@ -283,8 +342,14 @@ def _letter_call(letter: DeadLetter) -> str:
 def _lag_eta(settings: Settings, at_s: float) -> dict[str, Any] | None:
     """``callqa lag --json`` once: the ETA of the slowest ASR group, as the operator would read it."""
     env = settings_env(settings)
-    proc = subprocess.run([sys.executable, "-m", "pipeline.cli", "lag", "--json", "--sample-s", "3"], env=env,
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "lag", "--json", "--sample-s", "3"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     try:
         data = json.loads(proc.stdout)
     except ValueError:
@@ -314,8 +379,24 @@ def _find(obj: Any, key: str) -> Any:
     return None
 
 
-def report(settings, opts, night, reader, transcripts, counts, dead_ids, workers, scale, published_at,
-           timeline, eta, sim, audio_by_bucket, engine_opts, spec) -> dict[str, Any]:
+def report(
+    settings,
+    opts,
+    night,
+    reader,
+    transcripts,
+    counts,
+    dead_ids,
+    workers,
+    scale,
+    published_at,
+    timeline,
+    eta,
+    sim,
+    audio_by_bucket,
+    engine_opts,
+    spec,
+) -> dict[str, Any]:
     by_topic: dict[str, list] = defaultdict(list)
     for msg in reader.messages:
         by_topic[msg.topic().removeprefix(settings.topic_prefix)].append(msg)
@@ -333,8 +414,15 @@ def report(settings, opts, night, reader, transcripts, counts, dead_ids, workers
     good = [r for r in night if r.fault is None]
     longest = max((device_time([(r.duration_s, r.channels)], engine_opts).device_s for r in good), default=0.0)
     buckets = Buckets(settings.bucket_edges_s, settings.bucket_names)
-    ideal = max(sum(device_time([(r.duration_s, r.channels)], engine_opts).device_s for r in good
-                    if buckets.bucket_for(r.duration_s) == b) / workers[b] for b in audio_by_bucket)
+    ideal = max(
+        sum(
+            device_time([(r.duration_s, r.channels)], engine_opts).device_s
+            for r in good
+            if buckets.bucket_for(r.duration_s) == b
+        )
+        / workers[b]
+        for b in audio_by_bucket
+    )
     makespan = makespan_wall * scale if makespan_wall else None
     skews = {}
     for b in settings.bucket_names:
@@ -349,9 +437,14 @@ def report(settings, opts, night, reader, transcripts, counts, dead_ids, workers
     peak: dict[str, float] = defaultdict(float)
     for p in sim.procs:
         peak[p.stage if not p.stage.startswith("asr-") else "worker"] = max(
-            peak[p.stage if not p.stage.startswith("asr-") else "worker"], round(p.peak_rss_mb, 1))
-    planned = plan(sum(audio_by_bucket.values()) / 3600, opts.window_h * 3600, opts.rtfx,
-                   {b: audio_by_bucket.get(b, 0.0) / sum(audio_by_bucket.values()) for b in settings.bucket_names})
+            peak[p.stage if not p.stage.startswith("asr-") else "worker"], round(p.peak_rss_mb, 1)
+        )
+    planned = plan(
+        sum(audio_by_bucket.values()) / 3600,
+        opts.window_h * 3600,
+        opts.rtfx,
+        {b: audio_by_bucket.get(b, 0.0) / sum(audio_by_bucket.values()) for b in settings.bucket_names},
+    )
     result = {
         "calls": len(night),
         "routed": len(routed_ids),
@@ -377,13 +470,23 @@ def report(settings, opts, night, reader, transcripts, counts, dead_ids, workers
         "peak_rss_mb": dict(peak),
         "audio_h": round(sum(audio_by_bucket.values()) / 3600, 2),
         "audio_h_by_bucket": {b: round(v / 3600, 2) for b, v in audio_by_bucket.items()},
-        "plan": {"workers": {b.bucket: b.workers for b in planned.buckets}, "busy_s": round(planned.busy_s, 1),
-                 "window_s": planned.window_s},
-        "options": {**{k: (str(v) if isinstance(v, Path) else v) for k, v in vars(opts).items()},
-                    "workers_per_bucket": workers, "time_scale": round(scale, 3), "engine": spec},
+        "plan": {
+            "workers": {b.bucket: b.workers for b in planned.buckets},
+            "busy_s": round(planned.busy_s, 1),
+            "window_s": planned.window_s,
+        },
+        "options": {
+            **{k: (str(v) if isinstance(v, Path) else v) for k, v in vars(opts).items()},
+            "workers_per_bucket": workers,
+            "time_scale": round(scale, 3),
+            "engine": spec,
+        },
         "events": [{**e, "at_s": round(e["at"] - published_at, 2)} for e in sim.events],
-        "workers": {p.name: {"busy_s": round(p.busy_s, 2), "peak_rss_mb": round(p.peak_rss_mb, 1)}
-                    for p in sim.procs if p.stage.startswith("asr-")},
+        "workers": {
+            p.name: {"busy_s": round(p.busy_s, 2), "peak_rss_mb": round(p.peak_rss_mb, 1)}
+            for p in sim.procs
+            if p.stage.startswith("asr-")
+        },
         "timeline": timeline,
         "machine": f"{os.cpu_count()} cores, shared with other engineers (wall times are loaded figures)",
     }
@@ -431,7 +534,9 @@ def render(result: dict[str, Any]) -> str:
     workers = [(name, w["busy_s"], "#4a7") for name, w in result["workers"].items()]
     rss = [(stage, v, "#47a") for stage, v in result["peak_rss_mb"].items()]
     head = {k: v for k, v in result.items() if k not in ("timeline", "workers", "options", "events")}
-    rows = "".join(f"<tr><th>{escape(k)}</th><td>{escape(json.dumps(v, default=str))}</td></tr>" for k, v in head.items())
+    rows = "".join(
+        f"<tr><th>{escape(k)}</th><td>{escape(json.dumps(v, default=str))}</td></tr>" for k, v in head.items()
+    )
     return (
         "<!doctype html><meta charset=utf-8><title>callqa simulated night</title>"
         "<h1>callqa night (SIMULATED storage and engines)</h1>"

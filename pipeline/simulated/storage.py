@@ -47,9 +47,15 @@ class SimulatedRecording:
 
     def header(self) -> bytes:
         data_bytes = self.frames * self.channels  # one byte per sample; "trunc" holds only half of it
-        return b"RIFF" + struct.pack("<I", 36 + data_bytes) + b"WAVE" + b"fmt " + struct.pack(
-            "<IHHIIHH", 16, 7, self.channels, self.rate, self.rate * self.channels, self.channels, 8
-        ) + b"data" + struct.pack("<I", data_bytes)
+        return (
+            b"RIFF"
+            + struct.pack("<I", 36 + data_bytes)
+            + b"WAVE"
+            + b"fmt "
+            + struct.pack("<IHHIIHH", 16, 7, self.channels, self.rate, self.rate * self.channels, self.channels, 8)
+            + b"data"
+            + struct.pack("<I", data_bytes)
+        )
 
     def read(self, offset: int, length: int | None) -> bytes:
         """Bytes ``[offset, offset + length)`` of the object, generated now."""

@@ -20,8 +20,12 @@ BUCKET = "recordings"
 
 
 def route(key: str):
-    stage = ArrivalRouter(store=SimulatedStore(), buckets=Buckets((30, 120, 600), ("short", "medium", "long", "xlong")),
-                          partitions_of=lambda b: 6, max_duration_s=4 * 3600)
+    stage = ArrivalRouter(
+        store=SimulatedStore(),
+        buckets=Buckets((30, 120, 600), ("short", "medium", "long", "xlong")),
+        partitions_of=lambda b: 6,
+        max_duration_s=4 * 3600,
+    )
     return stage.route(encode(AudioArrived(object=ObjectRef(bucket=BUCKET, key=key))), None, set())
 
 
@@ -104,8 +108,10 @@ def test_a_bad_spec_is_refused(spec: str) -> None:
 def test_transcripts_validate_and_carry_planted_qa_events() -> None:
     engine = SimulatedEngine(SimulatedEngineOptions(time_scale=1e9))
     stage = AsrStage(Fetcher(SimulatedStore()), engine)
-    calls: list[RoutedCall] = [route(key_for("night/e", SimulatedRecording(i, 45.0 + i, 2, 8000))).call  # type: ignore[union-attr]
-                               for i in range(40)]
+    calls: list[RoutedCall] = [
+        route(key_for("night/e", SimulatedRecording(i, 45.0 + i, 2, 8000))).call  # type: ignore[union-attr]
+        for i in range(40)
+    ]
     batch = stage.transcribe(stage.prepare([AsrInput.of(None, encode(c), None) for c in calls]))
     done = [o for o in batch.outcomes if isinstance(o, Transcribed)]
     assert len(done) == 40
