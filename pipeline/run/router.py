@@ -30,6 +30,7 @@ from prometheus_client import Counter, Histogram
 from pipeline.adapters.faust_app import (
     create_faust_app,
     on_commit,
+    send_all_in_source_transaction,
     send_in_source_transaction,
     stop_transactions_of_lost_partitions,
     watch_health,
@@ -142,11 +143,11 @@ def create_app(settings: Settings, app_id: str = "callqa-router", health: StageH
                 call = outcome.call
                 out_topic = bucket_topics[call.bucket].get_topic_name()
                 stamp = progress.stamp(out_topic, outcome.partition, call.duration_s)
-                await send_in_source_transaction(app, msg, out_topic, call.call_id.encode(), value,
-                                                 outcome.partition, stamp.to_headers())
                 routed_at = time.time()
-                await send_in_source_transaction(app, msg, seen_topic, outcome.dedup_key.encode(),
-                                                 str(routed_at).encode(), msg.partition)
+                # the call and its marker in the arrival's transaction, one wait for both deliveries
+                await send_all_in_source_transaction(app, msg, [
+                    (out_topic, call.call_id.encode(), value, outcome.partition, stamp.to_headers()),
+                    (seen_topic, outcome.dedup_key.encode(), str(routed_at).encode(), msg.partition, None)])
                 markers.sent(msg.partition, outcome.dedup_key, msg.offset)  # pending until committed
                 ROUTED.labels(call.bucket).inc()
                 AUDIO_S.labels(call.bucket).inc(call.duration_s)
