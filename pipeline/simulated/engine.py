@@ -157,13 +157,6 @@ class SimulatedEngine:
                 speech_s=cost.speech_s,
                 computed_s=cost.computed_s,
                 encode_s=cost.device_s,
-                decode_s=0.0,
-                decode_steps=0,
-                decode_row_steps=0,
-                compactions=0,
-                memory_allocated_bytes=0,
-                memory_reserved_bytes=0,
-                memory_peak_bytes=0,
             )
         ]
         share = cost.device_s / max(1, len(calls))
