@@ -37,6 +37,7 @@ CONFIGS: dict[str, dict[str, object]] = {
     "callqa-fp32": {"encoder_dtype": "float32", "cross_kv_dtype": "float32"},
     "callqa-bf16": {"dtype": "bfloat16"},
     "callqa-int8": {"dtype": "float32", "quantize": "int8"},
+    "callqa-encoder-bf16": {"encoder_dtype": "bfloat16"},
     "callqa-30s": {"buckets_s": FULL_CONTEXT_S},
     "callqa-3buckets": {"buckets_s": (10.0, 20.0, 30.0)},
     "callqa-gap0.5": {"join_gap_s": 0.5},

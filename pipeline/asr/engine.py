@@ -27,7 +27,7 @@ from pipeline.asr.alignment import WordAligner, WordMode
 from pipeline.asr.audio import CallAudio, at_speech_level, piece_gain, resample
 from pipeline.asr.convert import load_converted
 from pipeline.asr.decode import PROMPT_TOKENS, TIME_STEP_S, DecodeOptions, DecodeStats, GreedyDecoder, WindowDecode
-from pipeline.asr.devices import Device, DtypeName, resolve_device
+from pipeline.asr.devices import Device, DtypeName, OutputName, resolve_device
 from pipeline.asr.errors import AsrError
 from pipeline.asr.features import SAMPLE_RATE, LogMel
 from pipeline.asr.memory import BucketShape, MemoryPool
@@ -86,9 +86,9 @@ class EngineOptions:
     cross_kv_dtype: the decoder's cross-attention cache; "auto" is bf16 on CPUs that compute it
         natively (the step reads the whole cache, so half the bytes is most of its cost), else
         the model's dtype.
-    output_dtype: the decoder's vocabulary projection; "auto" is bf16 on CPUs that compute it
-        natively, its 32 likeliest tokens per step computed again in the model's dtype
-        (:class:`pipeline.asr.model.TiedOutput`), else the model's dtype.
+    output_dtype: the decoder's vocabulary projection's candidates; "auto" is int8 on CPU (fbgemm's
+        dynamic kernel), else as ``cross_kv_dtype``; the 32 likeliest tokens per step and every
+        timestamp are computed again in the model's dtype (:class:`pipeline.asr.model.TiedOutput`).
     initial_prompt: text the decoder sees as the previous window's (hotwords: product names,
         disclosure wording); it biases spelling and vocabulary. Cut to its last tokens so the
         prompt, the task tokens and ``max_new_tokens`` fit the text context.
@@ -111,7 +111,7 @@ class EngineOptions:
     quantize: Quantize = "none"
     encoder_dtype: DtypeName = "auto"
     cross_kv_dtype: DtypeName = "auto"
-    output_dtype: DtypeName = "auto"
+    output_dtype: OutputName = "auto"
     threads: int | None = None
     language: str | None = None
     candidate_languages: tuple[str, ...] = ("zh", "en")
@@ -203,8 +203,10 @@ class Engine:
         entry = lookup(opts.model, opts.model_sha256)
         files = resolve_files(entry, Path(opts.cache_dir).expanduser())
         dims, state = load_converted(files)
-        model = Whisper(dims)
-        model.load_state_dict({k: v.to(torch.float32) for k, v in state.items()})
+        tokenizer = WhisperTokenizer(files.tokenizer_json, files.config_json)
+        with torch.device("meta"):  # no random init of weights that are replaced at once (~1 s on CPU)
+            model = Whisper(dims)
+        model.load_state_dict({k: v.to(torch.float32) for k, v in state.items()}, assign=True)
         dtype = device.inference_dtype(opts.dtype)
         model = model.to(device=device.torch_device, dtype=dtype).eval()
         if device.wants_int8(opts.quantize):
@@ -214,8 +216,8 @@ class Engine:
         else:
             model.encoder.to(device.encoder_dtype(dtype, opts.encoder_dtype))
             if isinstance(model.decoder.output, TiedOutput):
-                model.decoder.output.narrow(device.cross_kv_dtype(dtype, opts.output_dtype), OUTPUT_RESCORE)
-        tokenizer = WhisperTokenizer(files.tokenizer_json, files.config_json)
+                model.decoder.output.narrow(device.output_kind(dtype, opts.output_dtype), OUTPUT_RESCORE,
+                                            exact_from=tokenizer.special.timestamp_begin)
         return cls(opts, model, tokenizer, device, entry.name, f"{entry.version}@{files.sha256[:12]}")
 
     # -- public -------------------------------------------------------------------------------

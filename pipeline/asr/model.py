@@ -12,7 +12,9 @@ cache (:class:`KVCache`), so buffers are allocated once by the memory pool.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -179,29 +181,43 @@ class AudioEncoder(nn.Module):
 class TiedOutput(nn.Module):
     """(B, D) -> (B, vocab) logits through the token embedding's weight (Whisper ties them).
 
-    Holds the embedding without registering it, so the state dict has no extra key. With
-    :meth:`narrow`, the product runs on a bf16 copy of the weight (half the bytes: each decoder
-    step reads the whole 51,865 x 512 matrix, the largest single cost of a CPU decode), and the
-    ``rescore`` likeliest tokens of each row are computed again exactly in the model's dtype, so
-    the tokens greedy decoding can pick between carry their exact logits.
+    Holds the embedding without registering it, so the state dict has no extra key. Each decoder
+    step reads the whole 51,865 x 512 matrix, the largest single cost of a CPU decode. With
+    :meth:`narrow`, candidates come from a cheaper product (a bf16 copy of the weight, or int8
+    through fbgemm's dynamic kernel, 5-7x faster than bf16 for 1-16 rows on the benchmark
+    machine) and are scored again exactly in the model's dtype: the ``rescore`` likeliest tokens
+    of each row and every id from ``exact_from`` on (the timestamps, whose summed probability
+    decides the timestamp rule). Greedy decoding then picks between exact logits; only the
+    softmax's sum over the other tokens sees the approximation.
     """
 
     def __init__(self, embedding: nn.Embedding) -> None:
         super().__init__()
         self._embedding = (embedding,)
         self._narrow: Tensor | None = None
+        self._int8: nn.Module | None = None
         self.rescore = 0
+        self.exact_from: int | None = None
 
-    def narrow(self, dtype: torch.dtype, rescore: int) -> None:
-        weight = self._embedding[0].weight
-        self._narrow = None if dtype == weight.dtype else weight.detach().to(dtype)
-        self.rescore = rescore
+    def narrow(self, dtype: torch.dtype | Literal["int8"], rescore: int, exact_from: int | None = None) -> None:
+        weight = self._embedding[0].weight.detach()
+        self._narrow = self._int8 = None
+        if dtype == "int8":
+            self._int8 = _int8_linear(weight)
+        elif dtype != weight.dtype:
+            self._narrow = weight.to(dtype)
+        self.rescore, self.exact_from = rescore, exact_from
 
     def forward(self, x: Tensor) -> Tensor:
         weight = self._embedding[0].weight
-        if self._narrow is None:
+        if self._int8 is not None:
+            logits = self._int8(x.float()).to(x.dtype)
+        elif self._narrow is not None:
+            logits = F.linear(x.to(self._narrow.dtype), self._narrow).to(x.dtype)
+        else:
             return F.linear(x, weight)
-        logits = F.linear(x.to(self._narrow.dtype), self._narrow).to(x.dtype)
+        if self.exact_from is not None:
+            logits[:, self.exact_from :] = F.linear(x, weight[self.exact_from :])
         top = logits.topk(self.rescore, dim=-1).indices  # (B, k)
         exact = torch.einsum("bd,bkd->bk", x, weight[top])
         return logits.scatter_(1, top, exact)
@@ -218,7 +234,8 @@ class TextDecoder(nn.Module):
     def __init__(self, dims: WhisperDims) -> None:
         super().__init__()
         d = dims.d_model
-        self.token_embedding = nn.Embedding(dims.n_vocab, d)
+        # weights always come from a checkpoint: no normal_() init (on the meta device it imports ~1.5 s of torch)
+        self.token_embedding = nn.Embedding(dims.n_vocab, d, _weight=torch.empty(dims.n_vocab, d))
         self.register_buffer("positional", torch.empty(dims.n_text_ctx, d))
         self.blocks = nn.ModuleList(DecoderBlock(d, dims.n_heads) for _ in range(dims.n_decoder_layers))
         self.ln = nn.LayerNorm(d)
@@ -266,3 +283,17 @@ class Whisper(nn.Module):
         if isinstance(tied, TiedOutput):
             self.decoder.output = tied.as_linear()
         return torch.ao.quantization.quantize_dynamic(self, {nn.Linear}, dtype=torch.qint8)
+
+
+def _int8_linear(weight: Tensor) -> nn.Module:
+    """fbgemm's dynamic int8 Linear (no bias) of an fp weight (out, in), quantised per output row."""
+    from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
+
+    w = weight.float().cpu()
+    scales = (w.abs().amax(dim=1) / 127).clamp(min=1e-12).double()
+    with warnings.catch_warnings():  # quantised tensors are marked for a later torch; the pinned one has them
+        warnings.simplefilter("ignore")
+        q = torch.quantize_per_channel(w, scales, torch.zeros_like(scales, dtype=torch.long), 0, torch.qint8)
+        linear = DynamicLinear(w.shape[1], w.shape[0], bias_=False, dtype=torch.qint8)
+        linear.set_weight_bias(q, None)
+    return linear

@@ -113,13 +113,15 @@ class NumberPass:
     def __init__(self, engine: Engine, languages: Sequence[str]) -> None:
         self.engine = engine
         self.languages = tuple(languages)
-        self.decoders: dict[tuple[str, float, bool], GreedyDecoder] = {}
+        self.decoders: dict[tuple[str, float, bool], GreedyDecoder] = {}  # built on first use
+        self.prompts: dict[str, tuple[int, ...]] = {}
         self.regions = 0
         self.left = 0  # regions not decoded again: no digit in them, or a number that passes its check
         self.replaced = 0
         self.fallbacks = 0  # region decodes done again at a temperature
         self.locked = 0  # region decodes done again with digits only after the first
         self.seconds = 0.0
+        self._memories: dict[tuple, torch.Tensor] = {}  # encoder outputs of this run's regions
         for lang in languages:
             if lang not in DIGIT_PROMPTS:
                 raise ValueError(f"no digit prompt for language {lang!r} (have {sorted(DIGIT_PROMPTS)})")
@@ -128,12 +130,20 @@ class NumberPass:
             room = engine.pool.max_tokens - (len(prompt) + 2) - PROMPT_TOKENS
             if room < MIN_NEW_TOKENS:
                 raise ValueError(f"the memory pool leaves {room} tokens for a number decode in {lang!r}")
-            for temperature in (0.0, *FALLBACK_TEMPERATURES):
-                for locked in (False, True):
-                    self.decoders[lang, temperature, locked] = GreedyDecoder(engine.model, engine.tokenizer, DecodeOptions(
-                        language=lang, candidate_languages=(lang,), max_new_tokens=room,
-                        compact_fraction=engine.opts.compact_fraction, prompt_tokens=prompt,
-                        loop_period=LOOP_PERIOD_TOKENS, temperature=temperature, digits_after_digit=locked))
+            self.prompts[lang] = prompt
+
+    def _decoder(self, lang: str, temperature: float, locked: bool) -> GreedyDecoder:
+        """The digit-prompted decoder of a language, temperature and digit lock (10 per language,
+        most never used: built when first asked for)."""
+        key = (lang, temperature, locked)
+        if key not in self.decoders:
+            engine, prompt = self.engine, self.prompts[lang]
+            self.decoders[key] = GreedyDecoder(engine.model, engine.tokenizer, DecodeOptions(
+                language=lang, candidate_languages=(lang,),
+                max_new_tokens=engine.pool.max_tokens - (len(prompt) + 2) - PROMPT_TOKENS,
+                compact_fraction=engine.opts.compact_fraction, prompt_tokens=prompt,
+                loop_period=LOOP_PERIOD_TOKENS, temperature=temperature, digits_after_digit=locked))
+        return self.decoders[key]
 
     def run(self, transcripts: list[CallTranscript], windows: Sequence[FirstPassWindow]) -> list[CallTranscript]:
         """Each call's transcript with its number regions decoded again where that reads better;
@@ -170,6 +180,7 @@ class NumberPass:
                 if new is not None and not repeats_itself(new, window.first_pass):
                     self.replaced += 1
                     texts.setdefault(window.call, []).append((region, splice_number(window.first_pass, new)))
+        self._memories.clear()
         self.seconds += time.perf_counter() - started
         return [dataclasses.replace(t, segments=merge_number_texts(t.segments, texts[i])) if i in texts else t
                 for i, t in enumerate(transcripts)]
@@ -215,7 +226,7 @@ class NumberPass:
         parts: dict[int, list[str]] = {id(w): [] for w in windows}
         todo = [(w, id(w)) for w in windows]
         for _ in range(MAX_ROUNDS):
-            results = self._decode(self.decoders[lang, temperature, locked], [w for w, _ in todo])
+            results = self._decode(self._decoder(lang, temperature, locked), [w for w, _ in todo])
             later = []
             for w, origin in todo:
                 tokens = results[id(w)]
@@ -238,9 +249,21 @@ class NumberPass:
         engine = self.engine
         out: dict[int, list[int]] = {}
         for batch in engine._plan(windows):  # type: ignore[arg-type]
-            memories = [engine._encode(bucket_s, [batch.items[i] for i in rows]) for bucket_s, rows in batch.groups()]
+            memories = [self._encoded(bucket_s, [batch.items[i] for i in rows]) for bucket_s, rows in batch.groups()]
             results = decoder.decode(memories, engine.pool.kv_cache(batch.padded_s, len(batch.items)),
                                      [item.duration_s for item in batch.items], DecodeStats())
             for item, result in zip(batch.items, results, strict=True):
                 out[id(item)] = result.tokens
         return out
+
+    def _encoded(self, bucket_s: float, windows: list[_RegionWindow]) -> torch.Tensor:
+        """Encoder output of windows at a bucket (n, T, D). A region decoded again (at a temperature,
+        with digits locked) is encoded once: its audio and bucket are the same each time."""
+        def key(w: _RegionWindow) -> tuple:  # by what is encoded, not by object (ids are reused)
+            return w.call, w.channel, w.packed.pieces, bucket_s
+
+        todo = [w for w in windows if key(w) not in self._memories]
+        if todo:
+            encoded = self.engine._encode(bucket_s, todo)  # type: ignore[arg-type]
+            self._memories.update((key(w), encoded[i : i + 1]) for i, w in enumerate(todo))
+        return torch.cat([self._memories[key(w)] for w in windows])

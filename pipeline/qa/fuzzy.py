@@ -16,7 +16,6 @@ import functools
 import re
 from dataclasses import dataclass
 
-from pypinyin import lazy_pinyin
 from rapidfuzz import process
 from rapidfuzz.distance import Indel
 
@@ -39,6 +38,8 @@ class Token:
 
 @functools.lru_cache(maxsize=8192)
 def _pinyin(ch: str) -> str:
+    from pypinyin import lazy_pinyin  # on first use: its dictionaries take ~0.8 s to load
+
     return lazy_pinyin(ch)[0]
 
 

@@ -15,8 +15,6 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from pypinyin import lazy_pinyin
-
 from pipeline.qa.normalize import is_cjk
 
 _NUMERALS = frozenset("零〇一幺二两三四五六七八九")  # a digit said is not a misheard word (百 is also 白)
@@ -29,6 +27,8 @@ _lock = threading.Lock()
 def _sound(ch: str) -> str:
     if not is_cjk(ch):
         return "\ufffd" if ord(ch) >= _FIRST_CODE else ch
+    from pypinyin import lazy_pinyin  # imported on the first Chinese character: its dictionaries load in ~0.8 s
+
     syllable = lazy_pinyin(ch)[0]
     with _lock:  # codes are handed out in order of first use; one per syllable in this process
         return _codes.setdefault(syllable, chr(_FIRST_CODE + len(_codes)))
@@ -51,11 +51,16 @@ class SoundPhrase:
     """A normalised Chinese phrase, found where the text sounds the same."""
 
     norm: str
-    key: str
 
     @classmethod
     def of(cls, norm: str) -> SoundPhrase:
-        return cls(norm, sound_key(norm))
+        return cls(norm)
+
+    @property
+    def key(self) -> str:
+        """Its sound key, worked out when first matched (cached by :func:`sound_key`), so that
+        building phrases at import loads no pinyin dictionary."""
+        return sound_key(self.norm)
 
     def finditer(self, text: str) -> Iterator[tuple[int, int]]:
         """[start, end) of each stretch of normalised ``text`` that sounds like the phrase and

@@ -66,18 +66,22 @@ def test_memory_pool_is_allocated_once_and_flat(engine, en_calls):
     assert cache.cross_kv.data_ptr() == engine.pool._cross.data_ptr()
 
 
-def test_a_narrowed_vocabulary_projection_keeps_the_exact_logits_of_its_likeliest_tokens(engine):
+@pytest.mark.parametrize("kind", [torch.bfloat16, "int8"])
+def test_a_narrowed_vocabulary_projection_keeps_the_exact_logits_of_its_likeliest_tokens_and_timestamps(engine, kind):
     from pipeline.asr.model import TiedOutput
 
     output = TiedOutput(engine.model.decoder.token_embedding)
     weight = engine.model.decoder.token_embedding.weight
+    tb = engine.tokenizer.special.timestamp_begin
     hidden = torch.randn(16, weight.shape[1], generator=torch.Generator().manual_seed(3)) * 2.0
     exact = output(hidden)
-    output.narrow(torch.bfloat16, 32)
+    output.narrow(kind, 32, exact_from=tb)
     narrowed = output(hidden)
     assert torch.equal(narrowed.argmax(dim=-1), exact.argmax(dim=-1))
     top = exact.topk(8, dim=-1).indices  # the candidates greedy decoding chooses between
     assert torch.allclose(narrowed.gather(1, top), exact.gather(1, top), atol=1e-4)
-    assert (narrowed - exact).abs().max() < 0.5  # the rest only feeds the softmax's sum
+    assert torch.allclose(narrowed[:, tb:], exact[:, tb:], atol=1e-4)  # the timestamp rule's sum
+    rest = (narrowed - exact).abs().max()
+    assert 0 < rest < 0.5  # the rest is approximate, and only feeds the softmax's sum
     output.narrow(weight.dtype, 0)
     assert torch.equal(output(hidden), exact)

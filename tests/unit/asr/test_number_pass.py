@@ -98,7 +98,7 @@ def test_a_digits_only_decode_writes_nothing_but_digits_after_its_first_digit(en
     numbers = NumberPass(engine, ("en",))
 
     def text(locked: bool) -> str:
-        tokens = numbers._decode(numbers.decoders["en", 0.0, locked], [window])[id(window)]
+        tokens = numbers._decode(numbers._decoder("en", 0.0, locked), [window])[id(window)]
         return engine.tokenizer.decode(tokens)
 
     def after_first_digit(text: str) -> str:
@@ -139,3 +139,17 @@ def test_where_the_first_pass_has_no_number_to_mend_the_output_is_the_first_pass
     zh = CallAudio("zh-cue", samples[None, :], rate, ("agent",))
     plain, second = without_and_with_numbers(engine, zh, "zh")
     assert second.text == plain.text
+
+
+def test_a_region_decoded_again_is_encoded_once(engine: Engine, monkeypatch) -> None:
+    speech = speak("My number is four, five, three, two.", voice="en-us+f4")
+    window = _RegionWindow(0, 1, PackedWindow((Piece(0, len(speech), 0, len(speech)),)), speech)
+    numbers = NumberPass(engine, ("en",))
+    encoded: list[int] = []
+    encode = engine._encode
+    monkeypatch.setattr(engine, "_encode", lambda bucket_s, items: encoded.append(len(items)) or encode(bucket_s, items))
+    free = numbers._decode(numbers._decoder("en", 0.0, False), [window])[id(window)]
+    numbers._decode(numbers._decoder("en", 0.0, True), [window])
+    numbers._decode(numbers._decoder("en", 0.4, False), [window])
+    assert encoded == [1]  # the digit-locked and the fallback decodes read the same encoder output
+    assert numbers._decode(numbers._decoder("en", 0.0, False), [window])[id(window)] == free
