@@ -209,3 +209,13 @@ def test_a_lossy_copy_is_named_wav_and_a_huge_or_broken_one_is_refused() -> None
         check_matches(probe_recording(data), transcript([CARD], channels=1, roles=None))
     with pytest.raises(ProbeError):
         probe_recording(b"ID3 definitely not audio" * 10)
+
+
+def test_a_redact_letter_is_redriven_to_redact_retry_for_the_group_that_failed_it() -> None:
+    from pipeline.ops.dlq import Selection, StoredLetter, plan_redrive, stamped
+
+    letter = stamped(letter_for(StorageUnavailable("down"), "read", encode(transcript([CARD])), b"c7", SOURCE).letter,
+                     [], "redact-r2")
+    (action,) = plan_redrive([StoredLetter("redact.dlq", 0, 4, letter)], Selection(), max_attempts=3)
+    assert (action.kind, action.topic, action.partition) == ("redrive", "redact.retry", None)
+    assert ("callqa-retry-group", b"redact-r2") in action.headers
