@@ -15,7 +15,6 @@ again. A transcript without PII: nothing written, nothing sent.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import time
 
 import faust
@@ -32,7 +31,7 @@ from pipeline.adapters.minio_store import retrying_store, storage_client
 from pipeline.catalog import load_catalog
 from pipeline.config import Settings
 from pipeline.errors import ConfigError
-from pipeline.events import AudioRedacted, SourcePosition, encode
+from pipeline.events import AudioRedacted, ObjectRef, SourcePosition, encode
 from pipeline.logs import get_logger
 from pipeline.ops.dlq import stamped
 from pipeline.ops.headers import addressed_to
@@ -54,7 +53,7 @@ from pipeline.stages.redacted_copies import (
 )
 from pipeline.stages.retry import RetryingStore
 from pipeline.stages.sizes import MessageLimits, too_large_letter
-from pipeline.stages.storage import StorageRefused
+from pipeline.stages.storage import ObjectInfo, StorageRefused
 
 log = get_logger("callqa.redact")
 REDACTED = Counter("callqa_redact_copies_total", "Redacted copies written")
@@ -81,7 +80,8 @@ class Redactor:
             stored = self.store.put(
                 self.target.bucket, copy.name, copy.data, copy.content_type, copy_metadata(plan, self.mode)
             )
-            _verify(stored.etag, copy.data, f"{self.target.bucket}/{copy.name}")
+            ref = ObjectRef(bucket=self.target.bucket, key=copy.name, version_id=stored.version_id)
+            _verify(self.store.stat(ref), stored, len(copy.data), f"{self.target.bucket}/{copy.name}")
         except Exception as exc:  # noqa: BLE001 - every failure is this call's letter; the stage goes on
             return letter_for(exc, phase, payload, key, source)
         return redacted_event(
@@ -99,10 +99,15 @@ class Redactor:
         )
 
 
-def _verify(etag: str | None, data: bytes, where: str) -> None:
-    """A single-part put's ETag is the MD5 of what the store holds: it must be what was sent."""
-    if etag and "-" not in etag and etag != hashlib.md5(data, usedforsecurity=False).hexdigest():
-        raise StorageRefused(f"{where}: stored etag {etag} is not the copy's MD5 (verification failed)")
+def _verify(found: ObjectInfo, stored: ObjectInfo, size_bytes: int, where: str) -> None:
+    """The copy as stored is the one just written: its size, and the ETag the put answered with.
+    (Not the ETag against an MD5 of the bytes: with server-side encryption it is no MD5. The bytes
+    themselves are checked in transit by the request's SigV4 payload hash.)"""
+    if found.size_bytes != size_bytes or (stored.etag and found.etag != stored.etag):
+        raise StorageRefused(
+            f"{where}: stored copy is {found.size_bytes} bytes, etag {found.etag}; written {size_bytes} bytes, "
+            f"etag {stored.etag} (verification failed)"
+        )
 
 
 def check_target(settings: Settings) -> None:
@@ -112,21 +117,26 @@ def check_target(settings: Settings) -> None:
         raise ConfigError(
             f"redact_bucket {bucket!r} is the recordings bucket: its notification would route every copy as a call"
         )
-    if not storage_client(settings).bucket_exists(bucket):
-        raise ConfigError(f"redact_bucket {bucket!r} does not exist (create it, or `callqa stack up` on the local stack)")
+    try:
+        exists = storage_client(settings).bucket_exists(bucket)
+    except Exception as exc:  # noqa: BLE001 - unreachable or refused: said at start, not as a traceback
+        raise ConfigError(f"cannot check redact_bucket {bucket!r}: {type(exc).__name__}: {exc}") from None
+    if not exists:
+        raise ConfigError(
+            f"redact_bucket {bucket!r} does not exist (create it, or `callqa stack up` on the local stack)"
+        )
 
 
 def create_app(
     settings: Settings, group: str = "callqa-redact", health: StageHealth | None = None, mode: Mode | None = None
 ) -> faust.App:
     target = Target(settings.redact_bucket, settings.redact_prefix)
-    redactor = Redactor(
-        retrying_store(settings), target, mode or settings.redact_with, settings.redact_max_copy_bytes
-    )
+    redactor = Redactor(retrying_store(settings), target, mode or settings.redact_with, settings.redact_max_copy_bytes)
     app = create_faust_app(settings, group)
     input_name, retry_name = settings.topic("asr.transcripts"), settings.topic("redact.retry")
-    transcripts = app.topic(input_name, retry_name, key_type=bytes, value_type=bytes,
-                            key_serializer="raw", value_serializer="raw")
+    transcripts = app.topic(
+        input_name, retry_name, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw"
+    )
     redacted = settings.topic("audio.redacted")
     dlq = settings.topic("redact.dlq")
     limits = MessageLimits.from_catalog(load_catalog(settings.bucket_names))
@@ -149,18 +159,30 @@ def create_app(
             if isinstance(planned, NothingToRedact):
                 continue  # no PII span: no copy, no event (the transcript's empty pii says so)
             # Off the event loop: reading, cutting and writing a long call must not stall heartbeats.
-            outcome = planned if isinstance(planned, Dead) else await loop.run_in_executor(
-                None, redactor.run, planned, event.value, event.key, source)
+            outcome = (
+                planned
+                if isinstance(planned, Dead)
+                else await loop.run_in_executor(None, redactor.run, planned, event.value, event.key, source)
+            )
             if isinstance(outcome, AudioRedacted):
                 key, value = outcome.call_id.encode(), encode(outcome)
                 if not limits.fits("audio.redacted", key, value):
-                    outcome = Dead(too_large_letter(stage="redact", topic=redacted, size_bytes=len(value),
-                                                    limit_bytes=limits.limit("audio.redacted"), payload=event.value,
-                                                    key=event.key, source=source))
+                    outcome = Dead(
+                        too_large_letter(
+                            stage="redact",
+                            topic=redacted,
+                            size_bytes=len(value),
+                            limit_bytes=limits.limit("audio.redacted"),
+                            payload=event.value,
+                            key=event.key,
+                            source=source,
+                        )
+                    )
             if isinstance(outcome, Dead):
                 letter = stamped(outcome.letter, event.headers, group)
-                await send_in_source_transaction(app, msg, dlq, event.key,
-                                                 limits.letter("redact.dlq", event.key, letter))
+                await send_in_source_transaction(
+                    app, msg, dlq, event.key, limits.letter("redact.dlq", event.key, letter)
+                )
                 DEAD.labels(letter.reason).inc()
                 logger.warning("transcript_dead_lettered", reason=letter.reason, message=letter.message)
                 continue
@@ -168,8 +190,14 @@ def create_app(
             REDACTED.inc()
             for span in outcome.spans:
                 SPANS.labels(span.type).inc()
-            logger.info("call_redacted", call_id=outcome.call_id, bucket=outcome.bucket, key=outcome.key,
-                        spans=len(outcome.spans), bytes=outcome.size_bytes,
-                        ms=round((time.perf_counter() - started) * 1000, 2))
+            logger.info(
+                "call_redacted",
+                call_id=outcome.call_id,
+                bucket=outcome.bucket,
+                key=outcome.key,
+                spans=len(outcome.spans),
+                bytes=outcome.size_bytes,
+                ms=round((time.perf_counter() - started) * 1000, 2),
+            )
 
     return app

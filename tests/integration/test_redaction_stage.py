@@ -19,7 +19,17 @@ import soundfile as sf
 
 from pipeline.adapters.minio_store import storage_client
 from pipeline.config import Settings
-from pipeline.events import AudioRedacted, DeadLetter, ModelInfo, ObjectRef, PIISpan, Segment, Transcript, decode, encode
+from pipeline.events import (
+    AudioRedacted,
+    DeadLetter,
+    ModelInfo,
+    ObjectRef,
+    PIISpan,
+    Segment,
+    Transcript,
+    decode,
+    encode,
+)
 from pipeline.stack.minio import prepare_copies_bucket
 from pipeline.stages.audio_redaction import GUARD_S
 from tests.kafka_helpers import TopicReader, produce
@@ -30,8 +40,11 @@ pytestmark = pytest.mark.integration
 
 CARD_CALL = [
     ("agent", "Thank you for calling the bank. How can I help?"),
-    ("customer", "I want to pay my bill. My card number is. four. five. three. nine. one. four. eight. eight. "
-                 "one. two. three. four. five. six. seven. five."),
+    (
+        "customer",
+        "I want to pay my bill. My card number is. four. five. three. nine. one. four. eight. eight. "
+        "one. two. three. four. five. six. seven. five.",
+    ),
     ("agent", "Thank you. And the security code on the back of the card?"),
     ("customer", "The security code is. seven. three. seven."),
     ("agent", "Thank you, the payment is done."),
@@ -71,19 +84,27 @@ def test_a_card_and_its_security_code_are_cut_from_a_copy_named_by_its_event(
     env = redact_env(cfg)
     procs = [
         spawn(cfg, tmp_path / "router.log", "router", "--app-id", f"router-{unique}", **env),
-        spawn(cfg, tmp_path / "worker.log", "worker", "--bucket", "short", "--device", "cpu", "--instance-id",
-              f"w-{unique}", **env),
+        spawn(
+            cfg,
+            tmp_path / "worker.log",
+            "worker",
+            "--bucket",
+            "short",
+            "--device",
+            "cpu",
+            "--instance-id",
+            f"w-{unique}",
+            **env,
+        ),
         spawn(cfg, tmp_path / "redact.log", "redact", "--group", f"redact-{unique}", **env),
     ]
     try:
         result = callqa(cfg, "ingest", str(folder), "--roles", "left=agent,right=customer")
         assert result.returncode == 0, result.stderr
-        reader.wait_for(lambda _: len(events(reader, "audio.redacted", AudioRedacted)), 1, timeout_s=600,
-                        settle_s=10)
+        reader.wait_for(lambda _: len(events(reader, "audio.redacted", AudioRedacted)), 1, timeout_s=600, settle_s=10)
         # A second group over the same transcripts (a replay of redaction): the same key, the same bytes.
         procs.append(spawn(cfg, tmp_path / "redact2.log", "redact", "--group", f"redact2-{unique}", **env))
-        reader.wait_for(lambda _: len(events(reader, "audio.redacted", AudioRedacted)), 2, timeout_s=180,
-                        settle_s=3)
+        reader.wait_for(lambda _: len(events(reader, "audio.redacted", AudioRedacted)), 2, timeout_s=180, settle_s=3)
     finally:
         for proc in procs:
             stop(proc)
@@ -99,10 +120,17 @@ def test_a_card_and_its_security_code_are_cut_from_a_copy_named_by_its_event(
     assert first.key == again.key == f"{PREFIX}{cfg.recordings_bucket}/card-call.wav"
     assert first.sha256 == again.sha256
     assert (first.bucket, first.format, first.subtype, first.converted, first.channels, first.sample_rate_hz) == (
-        cfg.redact_bucket, "WAV", "PCM_16", False, 2, 8000)
+        cfg.redact_bucket,
+        "WAV",
+        "PCM_16",
+        False,
+        2,
+        8000,
+    )
     assert first.source.key == "card-call.wav" and first.source.etag == t.object.etag
     assert [(s.type, s.start_s, s.end_s, s.channels) for s in first.spans] == sorted(
-        [(p.type, p.start_s, p.end_s, [1]) for p in t.pii], key=lambda s: (s[1], s[2]))
+        [(p.type, p.start_s, p.end_s, [1]) for p in t.pii], key=lambda s: (s[1], s[2])
+    )
 
     client = storage_client(cfg)
     resp = client.get_object(cfg.redact_bucket, first.key)
@@ -112,21 +140,32 @@ def test_a_card_and_its_security_code_are_cut_from_a_copy_named_by_its_event(
     assert hashlib.sha256(data).hexdigest() == first.sha256 and len(data) == first.size_bytes
     keys = [o.object_name for o in client.list_objects(cfg.redact_bucket, recursive=True)]
     assert keys == [first.key]  # one copy: the replay overwrote it; the clean call has none
+    meta = {k.lower(): v for k, v in (client.stat_object(cfg.redact_bucket, first.key).metadata or {}).items()}
+    assert meta["x-amz-meta-callqa-source-etag"] == t.object.etag and meta["content-type"] == "audio/wav"
 
     redacted, rate = sf.read(io.BytesIO(data), dtype="int16")
     assert rate == 8000 and redacted.shape == original.shape
     assert np.array_equal(redacted[:, 0], original[:, 0])  # the agent's channel: bit-identical
     cut = np.zeros(len(original), dtype=bool)
     for s in first.spans:
-        cut[max(0, int(np.floor((s.start_s - GUARD_S) * rate))):int(np.ceil((s.end_s + GUARD_S) * rate))] = True
+        cut[max(0, int(np.floor((s.start_s - GUARD_S) * rate))) : int(np.ceil((s.end_s + GUARD_S) * rate))] = True
     assert not redacted[cut, 1].any()
     assert np.array_equal(redacted[~cut, 1], original[~cut, 1])  # the rest of the customer's: bit-identical
 
     # The copy transcribed again by callqa (embedded, the real engine and rules): no PII left.
     (tmp_path / "again").mkdir()
     (tmp_path / "again" / "card-call.wav").write_bytes(data)
-    result = callqa(cfg, "run", str(tmp_path / "again"), "--out", str(tmp_path / "again-out"),
-                    "--roles", "left=agent,right=customer", "--device", "cpu")
+    result = callqa(
+        cfg,
+        "run",
+        str(tmp_path / "again"),
+        "--out",
+        str(tmp_path / "again-out"),
+        "--roles",
+        "left=agent,right=customer",
+        "--device",
+        "cpu",
+    )
     assert result.returncode == 0, result.stderr
     [line] = (tmp_path / "again-out" / "transcripts.jsonl").read_bytes().splitlines()
     again_t = decode(line, Transcript)
@@ -137,9 +176,14 @@ def test_a_card_and_its_security_code_are_cut_from_a_copy_named_by_its_event(
 
 def bad_transcript(call_id: str, ref: ObjectRef) -> Transcript:
     return Transcript(
-        call_id=call_id, object=ref, duration_s=10.0, channels=2, model=ModelInfo(name="whisper-base", version="t"),
+        call_id=call_id,
+        object=ref,
+        duration_s=10.0,
+        channels=2,
+        model=ModelInfo(name="whisper-base", version="t"),
         segments=[Segment(role="customer", channel=1, start_s=1.0, end_s=4.0, text="my card is [CARD]")],
-        metadata={"roles": "left=agent,right=customer"}, redacted=True,
+        metadata={"roles": "left=agent,right=customer"},
+        redacted=True,
         pii=[PIISpan(type="bank_card", role="customer", start_s=1.5, end_s=3.5)],
     )
 
@@ -169,9 +213,11 @@ def test_bad_inputs_go_to_redact_dlq_with_their_reason_and_the_stage_goes_on(
         stop(proc)
     letters = {d.original_key: d for d in events(reader, "redact.dlq", DeadLetter)}
     assert {k: (d.reason, d.stage) for k, d in letters.items()} == {
-        "gone": ("missing_object", "redact"), "junk": ("not_audio", "redact"),
-        "changed": ("object_changed", "redact"), "bad": ("malformed_transcript", "redact")}, (
-        tmp_path / "redact.log").read_text()[-3000:]
+        "gone": ("missing_object", "redact"),
+        "junk": ("not_audio", "redact"),
+        "changed": ("object_changed", "redact"),
+        "bad": ("malformed_transcript", "redact"),
+    }, (tmp_path / "redact.log").read_text()[-3000:]
     assert letters["gone"].group == f"redact-{unique}"
     assert decode(letters["junk"].original_payload, Transcript).call_id == "junk"  # the input, kept for a redrive
     [event] = events(reader, "audio.redacted", AudioRedacted)  # the good one behind the bad ones

@@ -56,8 +56,9 @@ TARGET = Target("recordings-redacted", "site-a/")
 SOURCE = SourcePosition(topic="asr.transcripts", partition=2, offset=17)
 
 
-def transcript(pii: list[PIISpan], channels: int = 2, roles: str | None = "left=agent,right=customer",
-               replay_id: str | None = None) -> Transcript:
+def transcript(
+    pii: list[PIISpan], channels: int = 2, roles: str | None = "left=agent,right=customer", replay_id: str | None = None
+) -> Transcript:
     return Transcript(
         call_id="2026/12/03/call-7",
         object=REF,
@@ -113,14 +114,31 @@ def test_the_event_names_the_copy_and_its_spans_and_fits_its_schema() -> None:
     p = plan(transcript([CARD, CVV], replay_id="asr-r2"), TARGET)
     assert isinstance(p, Redact)
     data = b"RIFF....copy bytes"
-    event = redacted_event(p, bucket=TARGET.bucket, key=p.key, data=data, version_id="cv1", format="WAV",
-                           subtype="PCM_16", converted=False, sample_rate_hz=8000, channels=2, mode="tone")
+    event = redacted_event(
+        p,
+        bucket=TARGET.bucket,
+        key=p.key,
+        data=data,
+        version_id="cv1",
+        format="WAV",
+        subtype="PCM_16",
+        converted=False,
+        sample_rate_hz=8000,
+        channels=2,
+        mode="tone",
+    )
     assert (event.call_id, event.bucket, event.key, event.version_id) == (
-        "2026/12/03/call-7", "recordings-redacted", "site-a/_replay/asr-r2/recordings/2026/12/03/call-7.wav", "cv1")
+        "2026/12/03/call-7",
+        "recordings-redacted",
+        "site-a/_replay/asr-r2/recordings/2026/12/03/call-7.wav",
+        "cv1",
+    )
     assert event.sha256 == hashlib.sha256(data).hexdigest() and event.size_bytes == len(data)
     assert event.source == REF and (event.mode, event.guard_s) == ("tone", GUARD_S)
     assert [(s.type, s.role, s.start_s, s.end_s, s.word_timed, s.channels) for s in event.spans] == [
-        ("bank_card", "customer", 4.7, 7.0, True, [1]), ("card_secret", "customer", 9.1, 9.9, True, [1])]
+        ("bank_card", "customer", 4.7, 7.0, True, [1]),
+        ("card_secret", "customer", 9.1, 9.9, True, [1]),
+    ]
     assert (event.replay_id, event.replay_lineage) == ("asr-r2", ["asr-r2"])
     payload = encode(event)
     jsonschema.validate(orjson.loads(payload), load_schema("audio_redacted"))
@@ -128,18 +146,21 @@ def test_the_event_names_the_copy_and_its_spans_and_fits_its_schema() -> None:
     assert b"4532" not in payload  # spans carry times and types, never digits
 
 
-@pytest.mark.parametrize("error, phase, reason", [
-    (MissingObject("recordings/x.wav: NoSuchKey"), "read", "missing_object"),
-    (ObjectChanged("recordings/x.wav: etag"), "read", "object_changed"),
-    (StorageUnavailable("storage unavailable for 300 s"), "read", "fetch_failed"),
-    (StorageRefused("AccessDenied"), "read", "fetch_failed"),
-    (MissingObject("recordings-redacted: NoSuchBucket"), "write", "write_failed"),
-    (StorageError("HTTP 503"), "write", "write_failed"),
-    (CopyTooLarge("too big"), "read", "output_too_large"),
-    (UnreadableRecording("cannot be decoded"), "read", "decode_failed"),
-    (ProbeError("not_audio", "not a readable audio file"), "read", "not_audio"),
-    (KeyError("bug"), "write", "internal_error"),
-])
+@pytest.mark.parametrize(
+    "error, phase, reason",
+    [
+        (MissingObject("recordings/x.wav: NoSuchKey"), "read", "missing_object"),
+        (ObjectChanged("recordings/x.wav: etag"), "read", "object_changed"),
+        (StorageUnavailable("storage unavailable for 300 s"), "read", "fetch_failed"),
+        (StorageRefused("AccessDenied"), "read", "fetch_failed"),
+        (MissingObject("recordings-redacted: NoSuchBucket"), "write", "write_failed"),
+        (StorageError("HTTP 503"), "write", "write_failed"),
+        (CopyTooLarge("too big"), "read", "output_too_large"),
+        (UnreadableRecording("cannot be decoded"), "read", "decode_failed"),
+        (ProbeError("not_audio", "not a readable audio file"), "read", "not_audio"),
+        (KeyError("bug"), "write", "internal_error"),
+    ],
+)
 def test_every_failure_has_its_reason_on_redact_dlq(error: BaseException, phase, reason: str) -> None:
     assert reason_for(error, phase)[0] == reason
     payload = encode(transcript([CARD]))
@@ -160,8 +181,11 @@ def test_a_malformed_transcript_is_a_letter_not_an_exception() -> None:
 def test_the_copy_metadata_is_ascii_and_names_the_source_content() -> None:
     p = plan(transcript([CARD]), TARGET)
     assert isinstance(p, Redact)
-    assert copy_metadata(p, "silence") == {"callqa-source-etag": "abc123", "callqa-source-version": "v3",
-                                           "callqa-redacted-with": "silence"}
+    assert copy_metadata(p, "silence") == {
+        "callqa-source-etag": "abc123",
+        "callqa-source-version": "v3",
+        "callqa-redacted-with": "silence",
+    }
 
 
 def stereo_wav(subtype: str = "PCM_16", fmt: str = "WAV", seconds: int = 10) -> tuple[bytes, np.ndarray]:
@@ -175,8 +199,18 @@ def test_one_copy_function_bytes_and_name_the_same_as_the_embedded_file(tmp_path
     data, original = stereo_wav()
     (tmp_path / "call-7.wav").write_bytes(data)
     ref = FileStore.ref_for(tmp_path / "call-7.wav")
-    call = RoutedCall(call_id="call-7", object=ref, bucket="short", duration_s=10.0, sample_rate_hz=8000, channels=2,
-                      frames=80000, container="WAV", codec="PCM_16", roles={"0": "agent", "1": "customer"})
+    call = RoutedCall(
+        call_id="call-7",
+        object=ref,
+        bucket="short",
+        duration_s=10.0,
+        sample_rate_hz=8000,
+        channels=2,
+        frames=80000,
+        container="WAV",
+        codec="PCM_16",
+        roles={"0": "agent", "1": "customer"},
+    )
     t = transcript([CARD, CVV])
     p = plan(t, TARGET)
     assert isinstance(p, Redact)
@@ -184,15 +218,21 @@ def test_one_copy_function_bytes_and_name_the_same_as_the_embedded_file(tmp_path
     check_matches(info, t)
     copy = redacted_copy(data, info, p.channel_spans, p.key, "silence")
     assert (copy.name, copy.format, copy.subtype, copy.converted, copy.content_type) == (
-        p.key, "WAV", "PCM_16", False, "audio/wav")
+        p.key,
+        "WAV",
+        "PCM_16",
+        False,
+        "audio/wav",
+    )
     written = write_redacted(FileStore(), call, t, tmp_path / "out", "call-7.wav")
     assert written is not None and written.path.read_bytes() == copy.data  # embedded and distributed: one cut
     assert sorted(p.channel_spans, key=lambda s: s.start_s) == sorted(spans_of(call, t), key=lambda s: s.start_s)
     redacted, _ = sf.read(io.BytesIO(copy.data), dtype="int16")
     lo, hi = int(np.floor((4.7 - GUARD_S) * 8000)), int(np.ceil((7.0 + GUARD_S) * 8000))
     assert not redacted[lo:hi, 1].any() and np.array_equal(redacted[:, 0], original[:, 0])
-    assert np.array_equal(redacted[hi:int(np.floor((9.1 - GUARD_S) * 8000)), 1],
-                          original[hi:int(np.floor((9.1 - GUARD_S) * 8000)), 1])
+    assert np.array_equal(
+        redacted[hi : int(np.floor((9.1 - GUARD_S) * 8000)), 1], original[hi : int(np.floor((9.1 - GUARD_S) * 8000)), 1]
+    )
     assert info_of(call) == info
 
 
@@ -214,8 +254,11 @@ def test_a_lossy_copy_is_named_wav_and_a_huge_or_broken_one_is_refused() -> None
 def test_a_redact_letter_is_redriven_to_redact_retry_for_the_group_that_failed_it() -> None:
     from pipeline.ops.dlq import Selection, StoredLetter, plan_redrive, stamped
 
-    letter = stamped(letter_for(StorageUnavailable("down"), "read", encode(transcript([CARD])), b"c7", SOURCE).letter,
-                     [], "redact-r2")
+    letter = stamped(
+        letter_for(StorageUnavailable("down"), "read", encode(transcript([CARD])), b"c7", SOURCE).letter,
+        [],
+        "redact-r2",
+    )
     (action,) = plan_redrive([StoredLetter("redact.dlq", 0, 4, letter)], Selection(), max_attempts=3)
     assert (action.kind, action.topic, action.partition) == ("redrive", "redact.retry", None)
     assert ("callqa-retry-group", b"redact-r2") in action.headers
