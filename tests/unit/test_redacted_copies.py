@@ -262,3 +262,14 @@ def test_a_redact_letter_is_redriven_to_redact_retry_for_the_group_that_failed_i
     (action,) = plan_redrive([StoredLetter("redact.dlq", 0, 4, letter)], Selection(), max_attempts=3)
     assert (action.kind, action.topic, action.partition) == ("redrive", "redact.retry", None)
     assert ("callqa-retry-group", b"redact-r2") in action.headers
+
+
+def test_the_settings_refuse_an_absolute_prefix_and_an_unknown_mode() -> None:
+    from pipeline.config import load_settings
+    from pipeline.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="redact_prefix"):
+        load_settings(redact_prefix="/copies/")
+    with pytest.raises(ConfigError, match="redact_with"):
+        load_settings(redact_with="beep")
+    assert load_settings(redact_prefix="copies/").redact_prefix == "copies/"
