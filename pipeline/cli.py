@@ -397,6 +397,37 @@ def qa_cmd(
         _replay_ended(app_id, bound, tally)
 
 
+@app.command("redact")
+def redact_cmd(
+    group: Annotated[str, typer.Option(
+        help="Faust app id = the stage's consumer group (another one replays; its copies overwrite the same keys)."
+    )] = "callqa-redact",
+    bucket: Annotated[Optional[str], typer.Option(help="Bucket of the redacted copies (default: redact_bucket).")] = None,
+    prefix: Annotated[Optional[str], typer.Option(help="Key prefix of the copies (default: redact_prefix).")] = None,
+    redact_with: Annotated[Optional[RedactWith], typer.Option(
+        help="What replaces the PII audio (default: redact_with, silence).")] = None,
+    bootstrap_server: BootstrapOpt = None,
+    command_config: CommandConfigOpt = None,
+) -> None:
+    """Run the redaction stage: asr.transcripts → a redacted copy of each recording with PII in the object
+    store + its audio.redacted event (bad input: redact.dlq)."""
+    import faust
+
+    from pipeline.ops.endpoint import start_endpoint
+    from pipeline.ops.lag_kafka import StageSpec
+    from pipeline.run.redact import check_target, create_app
+
+    cfg = kafka_settings(settings(), bootstrap_server, command_config)
+    overrides = {k: v for k, v in {"redact_bucket": bucket, "redact_prefix": prefix,
+                                   "redact_with": redact_with.value if redact_with else None}.items() if v is not None}
+    if overrides:
+        cfg = load_settings(**{**cfg.model_dump(), **overrides})  # validated as any setting is
+    check_target(cfg)
+    health = start_endpoint(cfg, "redact", [StageSpec("redact", group, cfg.topic("asr.transcripts"), False)])
+    faust_app = create_app(cfg, group, health)
+    faust.Worker(faust_app, loglevel=cfg.log_level.upper(), quiet=True).execute_from_commandline()
+
+
 @app.command("report")
 def report_cmd(
     findings: Annotated[Path, typer.Argument(help="findings.jsonl (QAResult events, one per line).",
@@ -476,11 +507,12 @@ def run_cmd(
 def pipeline_cmd(
     device: Annotated[str, typer.Option(help="Device for every worker.")] = "cpu",
     bucket: Annotated[Optional[list[str]], typer.Option(help="Only these buckets' workers (repeatable).")] = None,
+    redact: Annotated[bool, typer.Option(help="Also run the redaction stage (callqa redact).")] = False,
 ) -> None:
     """Run router + one worker per bucket + QA stage locally, until Ctrl-C (logs under <state_dir>/logs)."""
     from pipeline.run.local import run_local
 
-    raise typer.Exit(run_local(settings(), device, buckets=bucket))
+    raise typer.Exit(run_local(settings(), device, buckets=bucket, redact=redact))
 
 
 def run() -> None:

@@ -71,6 +71,15 @@ class Settings(BaseSettings):
     # and then only onto asr.transcripts.raw (short retention, see topics/catalog.yaml).
     publish_raw_transcripts: bool = False
 
+    # The redaction stage (`callqa redact`): redacted copies of recordings with PII go to this bucket
+    # (never the recordings bucket: its notification would route every copy as a new call), under
+    # this key prefix; the spans are replaced by silence or a 1 kHz tone; a copy larger than
+    # redact_max_copy_bytes (decoded, it takes as much memory again) is dead-lettered instead.
+    redact_bucket: str = "recordings-redacted"
+    redact_prefix: str = ""
+    redact_with: Literal["silence", "tone"] = "silence"
+    redact_max_copy_bytes: int = Field(default=1 << 30, gt=0)
+
     # QA rule packs added to the default pack (files or folders of YAML)
     qa_rule_packs: tuple[Path, ...] = ()
 
@@ -97,6 +106,13 @@ class Settings(BaseSettings):
         if any(b <= a for a, b in zip(edges, edges[1:])) or any(e <= 0 for e in edges):
             raise ValueError(f"bucket edges must be positive and increasing, got {list(edges)}")
         return edges
+
+    @field_validator("redact_prefix")
+    @classmethod
+    def _prefix_is_relative(cls, prefix: str) -> str:
+        if prefix.startswith("/"):
+            raise ValueError(f"an object key prefix, without a leading '/', got {prefix!r}")
+        return prefix
 
     @model_validator(mode="after")
     def _names_match_edges(self) -> Settings:

@@ -23,7 +23,8 @@ from pipeline.lineage import lineage_of, replay_id_of
 # 1.1: optional replay_id (RoutedCall, Transcript, QAResult); Transcript.redacted + pii
 # 1.2: replay_id is a lineage (each replaying stage adds its id, see pipeline.lineage); replay_lineage;
 #      Transcript.language_probabilities + unsupported_language; QAResult.judged + unsupported_language;
-#      DeadLetter headers, group, replay_id, truncated, original_payload_bytes; reason object_changed
+#      DeadLetter headers, group, replay_id, truncated, original_payload_bytes; reason object_changed;
+#      AudioRedacted (audio.redacted); DeadLetter stage redact, reason write_failed
 SCHEMA_VERSION = "1.2"
 SUPPORTED_MAJOR = 1
 
@@ -255,6 +256,7 @@ ReasonCode = Literal[
     "asr_failed",
     "malformed_transcript",
     "output_too_large",
+    "write_failed",
     "internal_error",
 ]
 
@@ -265,7 +267,7 @@ class DeadLetter(Event):
     # 1.2: optional headers, group, replay_id, truncated, original_payload_bytes (readers of 1.x drop them)
     reason: ReasonCode
     message: str
-    stage: Literal["router", "asr", "qa"]
+    stage: Literal["router", "asr", "qa", "redact"]
     source: SourcePosition | None = None
     attempts: int = Field(ge=1, default=1)
     original_key: str | None = None
@@ -293,12 +295,49 @@ class DeadLetter(Event):
         return base64.b64decode(self.original_payload_b64)
 
 
+class RedactedSpan(Contract):
+    """One PII span cut from a redacted copy: the transcript's span and the channels it was cut on."""
+
+    type: str
+    role: Role
+    start_s: float = Field(ge=0, description="call seconds; the audio cut starts guard_s earlier")
+    end_s: float = Field(ge=0, description="call seconds; the audio cut ends guard_s later")
+    word_timed: bool = Field(default=False, description="the times are the PII words', not the segments'")
+    channels: list[int] = Field(description="the channels cut (the party's; every channel where none has its role)")
+
+
+class AudioRedacted(Replayed):
+    """The value on audio.redacted: a redacted copy of one call's recording was written (since 1.2)."""
+
+    type: Literal["audio.redacted"] = "audio.redacted"
+    call_id: str
+    bucket: str = Field(description="where the copy is")
+    key: str = Field(description="the copy's key: the same transcript always gives the same key")
+    version_id: str | None = Field(default=None, description="the copy's version, where its bucket keeps versions")
+    size_bytes: int = Field(ge=0)
+    sha256: str = Field(description="of the copy's bytes")
+    format: str = Field(description="container of the copy: WAV, FLAC, AIFF (libsndfile's names)")
+    subtype: str = Field(description="sample encoding of the copy: PCM_16, ULAW, ...")
+    converted: bool = Field(description="true: the recording's own format is not written losslessly; the copy "
+                                        "is a PCM_16 WAV named <key>.wav")
+    sample_rate_hz: int = Field(gt=0)
+    channels: int = Field(gt=0)
+    source: ObjectRef = Field(description="the original recording the copy was made from")
+    mode: Literal["silence", "tone"]
+    guard_s: float = Field(ge=0, description="audio cut either side of every span")
+    spans: list[RedactedSpan]
+    replay_id: str | None = Field(default=None, description="the transcript's replay_id")
+    replay_lineage: list[str] = Field(default_factory=list, description="the transcript's replay lineage")
+    redacted_at: datetime = Field(default_factory=utc_now)
+
+
 EVENT_TYPES: dict[str, type[Event]] = {
     "audio_arrived": AudioArrived,
     "routed_call": RoutedCall,
     "transcript": Transcript,
     "qa_result": QAResult,
     "dead_letter": DeadLetter,
+    "audio_redacted": AudioRedacted,
 }
 
 E = TypeVar("E", bound=Event)

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from pipeline.events import (
     AudioArrived,
+    AudioRedacted,
     DeadLetter,
     ModelInfo,
     ObjectRef,
     PIISpan,
     QAFinding,
     QAResult,
+    RedactedSpan,
     RoutedCall,
     Segment,
     SourcePosition,
@@ -73,4 +75,9 @@ def sample_events() -> list:
         DeadLetter.of(payload=b"\xff\x00 not json", key=b"recordings/x.wav", reason="malformed_event",
                       message="not JSON", stage="router",
                       source=SourcePosition(topic="audio.arrivals", partition=0, offset=42)),
+        AudioRedacted(call_id="call-1", bucket="recordings-redacted", key="recordings/2026/11/30/call-1.wav",
+                      version_id="rv1", size_bytes=900, sha256="0" * 64, format="WAV", subtype="ULAW",
+                      converted=False, sample_rate_hz=8000, channels=2, source=ref, mode="silence", guard_s=0.08,
+                      spans=[RedactedSpan(type="bank_card", role="customer", start_s=3.5, end_s=5.0,
+                                          word_timed=True, channels=[1])]),
     ]

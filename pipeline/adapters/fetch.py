@@ -23,7 +23,7 @@ from pipeline.events import RoutedCall
 from pipeline.stages.asr import AsrInput, Fetched
 from pipeline.stages.audio_limits import decoded_mismatch, implausible_header, max_decoded_frames, max_object_bytes
 from pipeline.stages.outcomes import Dead, Tag
-from pipeline.stages.probe import HEAD_BYTES, RAW_SUBTYPES, decoder_error, wav_data_offset
+from pipeline.stages.probe import HEAD_BYTES, RAW_SUBTYPES, AudioInfo, decoder_error, wav_data_offset
 from pipeline.stages.storage import MissingObject, ObjectChanged, ObjectStore, StorageError
 from pipeline.stages.transcript_event import audio_for, roles_by_channel
 
@@ -107,13 +107,18 @@ def decode_bounded(call: RoutedCall, data: bytes) -> CallAudio:
 
 
 def open_recording(call: RoutedCall, data: bytes) -> soundfile.SoundFile:
+    """The decoder over the object, as the router probed it (see :func:`open_probed`)."""
+    return open_probed(data, AudioInfo(call.container, call.codec, call.sample_rate_hz, call.channels, call.frames))
+
+
+def open_probed(data: bytes, info: AudioInfo) -> soundfile.SoundFile:
     """The decoder over the object. A recorder that stopped before writing its sizes leaves a
-    WAV data chunk of size 0, which libsndfile reads as no frames; the router took the length
+    WAV data chunk of size 0, which libsndfile reads as no frames; the probe took the length
     from the object size (as for a streaming writer), so the samples are read as raw PCM."""
     f = soundfile.SoundFile(io.BytesIO(data))
-    if f.frames or call.container != "WAV" or not call.frames:
+    if f.frames or info.container != "WAV" or not info.frames:
         return f
-    offset, subtype = wav_data_offset(data[:HEAD_BYTES]), RAW_SUBTYPES.get(call.codec)
+    offset, subtype = wav_data_offset(data[:HEAD_BYTES]), RAW_SUBTYPES.get(info.codec)
     if offset is None or subtype is None:
         return f
     f.close()
@@ -122,6 +127,6 @@ def open_recording(call: RoutedCall, data: bytes) -> soundfile.SoundFile:
         format="RAW",
         subtype=subtype,
         endian="LITTLE",
-        channels=call.channels,
-        samplerate=call.sample_rate_hz,
+        channels=info.channels,
+        samplerate=info.sample_rate_hz,
     )

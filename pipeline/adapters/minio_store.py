@@ -7,6 +7,7 @@ It does not retry: every error is classified (transient :class:`StorageError`, p
 
 from __future__ import annotations
 
+import io
 import time
 from collections.abc import Callable
 
@@ -98,6 +99,18 @@ class MinioStore:
                 resp.release_conn()
         except Exception as exc:  # noqa: BLE001 - classified: transient or permanent
             raise classify("read", ref, exc) from exc
+
+    def put(
+        self, bucket: str, key: str, data: bytes, content_type: str, metadata: dict[str, str] | None = None
+    ) -> ObjectInfo:
+        ref = ObjectRef(bucket=bucket, key=key)
+        try:
+            result = self.client.put_object(
+                bucket, key, io.BytesIO(data), len(data), content_type=content_type, metadata=metadata
+            )
+        except Exception as exc:  # noqa: BLE001 - classified: transient or permanent
+            raise classify("write", ref, exc) from exc
+        return ObjectInfo(len(data), (result.etag or "").strip('"') or None, result.version_id, dict(metadata or {}))
 
 
 def classify(action: str, ref: ObjectRef, exc: Exception) -> StorageError:

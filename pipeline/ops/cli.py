@@ -155,7 +155,7 @@ ReasonOpt = Annotated[Optional[list[str]], typer.Option(help="Only this reason c
 KeyOpt = Annotated[Optional[list[str]], typer.Option(help="Only original keys matching this glob (repeatable).")]
 SinceOpt = Annotated[Optional[str], typer.Option(help=f"Failed at or after this time: {TIME_HELP}.")]
 UntilOpt = Annotated[Optional[str], typer.Option(help="Failed before this time (as --since).")]
-StageOpt = Annotated[Optional[list[str]], typer.Option(help="router | asr | qa (repeatable; default all).")]
+StageOpt = Annotated[Optional[list[str]], typer.Option(help="router | asr | qa | redact (repeatable; default all).")]
 
 
 @dlq_app.command("list")
@@ -175,7 +175,7 @@ def dlq_list(
 
     cfg = _settings(bootstrap_server, command_config)
     selection = _selection(None, reason, key, since, until, all_)
-    rows = [summary_row(s) for s in read_letters(cfg, tuple(stage or ("router", "asr", "qa"))) if selection.matches(s)]
+    rows = [summary_row(s) for s in read_letters(cfg, tuple(stage or ("router", "asr", "qa", "redact"))) if selection.matches(s)]
     if as_json:
         _echo_json(rows)
         return
@@ -224,7 +224,7 @@ def dlq_redrive(
         raise typer.BadParameter("select letters: --id, --reason, --key, --since or --until")
     cfg = _settings(bootstrap_server, command_config)
     selection = _selection(letter_id, reason, key, since, until, False)
-    actions = plan_redrive(read_letters(cfg, tuple(stage or ("router", "asr", "qa"))), selection,
+    actions = plan_redrive(read_letters(cfg, tuple(stage or ("router", "asr", "qa", "redact"))), selection,
                            max_attempts or cfg.dlq_max_attempts, cfg.topic_prefix)
     for action in actions:
         where = "" if action.partition is None else f"[{action.partition}]"

@@ -32,10 +32,10 @@ import orjson
 from pipeline.events import DeadLetter
 from pipeline.ops.headers import REDRIVE_ATTEMPT, RETRY_GROUP, HeadersLike, int_header, processing_headers
 
-Stage = Literal["router", "asr", "qa"]
-RETRY_TOPICS: dict[str, str] = {"router": "router.retry", "qa": "qa.retry"}
+Stage = Literal["router", "asr", "qa", "redact"]
+RETRY_TOPICS: dict[str, str] = {"router": "router.retry", "qa": "qa.retry", "redact": "redact.retry"}
 # The groups a stage runs as unless told otherwise: a letter of schema 1.1 does not name its group.
-DEFAULT_GROUPS = {"router": "callqa-router", "qa": "callqa-qa"}
+DEFAULT_GROUPS = {"router": "callqa-router", "qa": "callqa-qa", "redact": "callqa-redact"}
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from pipeline.events import DeadLetter, decode, encode
 from pipeline.ops.dlq import RETRY_TOPICS, Action, StoredLetter
 from pipeline.stages.sizes import MessageLimits
 
-DLQ_TOPICS = ("router.dlq", "asr.dlq", "qa.dlq")
+DLQ_TOPICS = ("router.dlq", "asr.dlq", "qa.dlq", "redact.dlq")
 
 
 def _read_all(settings: Settings, topic: str, timeout_s: float = 60.0):
@@ -52,7 +52,7 @@ def handled_markers(settings: Settings) -> dict[str, str]:
             if m.key() and m.value() is not None}
 
 
-def read_letters(settings: Settings, stages: tuple[str, ...] = ("router", "asr", "qa")) -> list[StoredLetter]:
+def read_letters(settings: Settings, stages: tuple[str, ...] = ("router", "asr", "qa", "redact")) -> list[StoredLetter]:
     handled = handled_markers(settings)
     letters = []
     for name in DLQ_TOPICS:

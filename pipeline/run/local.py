@@ -1,4 +1,4 @@
-"""Start the whole distributed pipeline locally: router, one worker per bucket, the QA stage.
+"""Start the whole distributed pipeline locally: router, one worker per bucket, the QA stage (and redaction).
 
 For demos and tests on one machine (each stage is its own process, as in production).
 Stops every child on SIGINT/SIGTERM, and everything if one of them dies.
@@ -19,9 +19,12 @@ from pipeline.logs import get_logger
 log = get_logger("callqa.pipeline")
 
 
-def stage_commands(settings: Settings, device: str, buckets: list[str] | None = None) -> dict[str, list[str]]:
+def stage_commands(settings: Settings, device: str, buckets: list[str] | None = None,
+                   redact: bool = False) -> dict[str, list[str]]:
     cli = [sys.executable, "-m", "pipeline.cli"]
     commands = {"router": [*cli, "router"], "qa": [*cli, "qa"]}
+    if redact:
+        commands["redact"] = [*cli, "redact"]
     for bucket in buckets or list(settings.bucket_names):
         commands[f"worker-{bucket}"] = [*cli, "worker", "--bucket", bucket, "--device", device,
                                         "--instance-id", f"local-{device}-{bucket}"]
@@ -29,11 +32,11 @@ def stage_commands(settings: Settings, device: str, buckets: list[str] | None = 
 
 
 def run_local(settings: Settings, device: str = "cpu", log_dir: Path | None = None,
-              buckets: list[str] | None = None) -> int:
+              buckets: list[str] | None = None, redact: bool = False) -> int:
     log_dir = log_dir or Path(settings.state_dir) / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     procs: dict[str, subprocess.Popen] = {}
-    for index, (name, argv) in enumerate(stage_commands(settings, device, buckets).items()):
+    for index, (name, argv) in enumerate(stage_commands(settings, device, buckets, redact).items()):
         env = None
         if settings.metrics_port:  # one port each on this machine: metrics_port, +1, +2, ...
             env = {**os.environ, "CALLQA_METRICS_PORT": str(settings.metrics_port + index)}

@@ -117,6 +117,7 @@ def _start_servers(settings: Settings, state_dir: Path, libs: Path, minio_binary
         bootstrap, settings.arrivals, on_started=lambda pid: _record_pid(state_dir, "minio", pid),
     )
     minio.prepare_bucket(storage_client(conn), settings.recordings_bucket)
+    minio.prepare_copies_bucket(storage_client(conn), settings.redact_bucket)
     timings["minio_s"] = time.monotonic() - t2
     timings["total_s"] = time.monotonic() - t0
 

@@ -76,6 +76,14 @@ def start(
     return pid
 
 
+def prepare_copies_bucket(client: Minio, bucket: str) -> None:
+    """Create the redacted copies' bucket (idempotent): versioned, and with no notification, so a
+    copy never arrives as a call."""
+    if not client.bucket_exists(bucket):
+        client.make_bucket(bucket)
+    client.set_bucket_versioning(bucket, VersioningConfig(ENABLED))
+
+
 def prepare_bucket(client: Minio, bucket: str) -> None:
     """Create the recordings bucket with versioning and the Kafka notification (idempotent)."""
     if not client.bucket_exists(bucket):

@@ -17,13 +17,13 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from tenacity import RetryCallState, Retrying, retry_if_exception, wait_random_exponential
 
 from pipeline.errors import CallQAError
 from pipeline.events import ObjectRef
-from pipeline.stages.storage import ObjectInfo, ObjectStore, StorageError
+from pipeline.stages.storage import ObjectInfo, ObjectStore, ObjectWriter, StorageError
 
 T = TypeVar("T")
 
@@ -130,6 +130,13 @@ class RetryingStore:
 
     def read(self, ref: ObjectRef, offset: int = 0, length: int | None = None) -> bytes:
         return self._retry(lambda: self.store.read(ref, offset, length))
+
+    def put(
+        self, bucket: str, key: str, data: bytes, content_type: str, metadata: dict[str, str] | None = None
+    ) -> ObjectInfo:
+        """Retried like a read: a put of the same bytes under the same key is safe to repeat."""
+        writer = cast(ObjectWriter, self.store)
+        return self._retry(lambda: writer.put(bucket, key, data, content_type, metadata))
 
     def _retry(self, call: Callable[[], T]) -> T:
         return call_with_retry(call, self.backoff, sleep=self.sleep, clock=self.clock, on_retry=self.on_retry)

@@ -52,3 +52,11 @@ class ObjectStore(Protocol):
     def read(self, ref: ObjectRef, offset: int = 0, length: int | None = None) -> bytes:
         """The bytes of ``ref``; when ``ref.etag`` is set, of that content only, else :class:`ObjectChanged`."""
         ...
+
+
+class ObjectWriter(Protocol):
+    def put(
+        self, bucket: str, key: str, data: bytes, content_type: str, metadata: dict[str, str] | None = None
+    ) -> ObjectInfo:
+        """Store ``data`` under ``bucket/key`` (replacing what is there); the stored object's size, etag, version."""
+        ...

@@ -28,9 +28,9 @@ def test_topics_apply_is_idempotent_and_describe_matches(isolated_settings: Sett
     specs = load_catalog(isolated_settings.bucket_names)
     first = apply_catalog(isolated_settings, specs)
     assert {c.action for c in first} == {"create"}
-    # arrivals, 4 buckets, transcripts (+ raw), findings, router.seen, 3 DLQs, 3 retry topics, dlq.parked,
-    # dlq.handled
-    assert len(first) == len(specs) == 16
+    # arrivals, 4 buckets, transcripts (+ raw), findings, audio.redacted, router.seen, 4 DLQs, 3 retry topics,
+    # dlq.parked, dlq.handled
+    assert len(first) == len(specs) == 19
     assert apply_catalog(isolated_settings, specs) == []
     rows = describe(isolated_settings, specs)
     assert all(row["in_sync"] for row in rows), rows
