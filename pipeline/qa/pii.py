@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pipeline.qa.model import PIIType, SegmentText
 from pipeline.qa.normalize import Normalized
 from pipeline.qa.pii_join import INTERJECTIONS, MAX_JOIN_GAP_S, MIN_RESUME_DIGITS, channel_stream
-from pipeline.qa.spoken_numbers import cued_type
+from pipeline.qa.spoken_numbers import cued_type, names_amount
 
 PII_TYPES: tuple[PIIType, ...] = ("bank_card", "cn_resident_id", "phone", "us_ssn", "account_number", "card_secret")
 REDACTION_LABEL: dict[PIIType, str] = {
@@ -53,6 +53,10 @@ LIKELY_CONFIDENCE = 0.6  # a number taken by its shape, its checksum failed (ASR
 CUED_CONFIDENCE = 0.5  # a digit run taken on the cue before it alone (pipeline.qa.spoken_numbers)
 MAX_ABSORB_DIGITS = 24  # a hit swallows neighbouring digit groups up to this length
 BRIDGED_CONFIDENCE = 0.4  # digit runs joined across a stray word (_bridged_numbers)
+# a number opening a segment (within its first ANSWER_LEAD_CHARS) that starts within ANSWER_WITHIN_S
+# of the end of the segment before it answers that segment's cue: "the security code on the back?" / "731"
+ANSWER_WITHIN_S = 8.0
+ANSWER_LEAD_CHARS = 24
 
 _GROUP = re.compile(r"(?<![0-9a-z])(\+?)([0-9]+)(x?)(?![0-9a-z])")
 # between two digit runs: one to three short words or one or two Chinese characters, no
@@ -192,7 +196,8 @@ def find_pii(
         ]
         untaken = []
         for chain in _chains(groups, stream):
-            numbers = _numbers_in_chain(chain) or _ssn_shaped(chain) or _cued_number(chain, stream)
+            numbers = (_numbers_in_chain(chain) or _ssn_shaped(chain) or _cued_number(chain, stream)
+                       or _answered_number(chain, stream, offsets, segments, norms))
             numbers = [_named_by_cue(number, chain, stream) for number in numbers]
             if not numbers:
                 untaken.append(chain)
@@ -279,6 +284,31 @@ def _cued_number(chain: list[_Group], stream: str) -> list[tuple[_Group, _Group,
     """A chain no check or shape took, taken whole on the cue before it ("my card number is …")."""
     kind = _cue_kind(chain, stream)
     return [(chain[0], chain[-1], kind, CUED_CONFIDENCE)] if kind else []
+
+
+def _answered_number(
+    chain: list[_Group], stream: str, offsets: list[tuple[int, int]], segments: Sequence[SegmentText],
+    norms: Sequence[Normalized],
+) -> list[tuple[_Group, _Group, PIIType, float]]:
+    """A chain opening its segment, taken on the cue that ends the segment before it (the other
+    party's, or the same channel's on a mono call): the cue is often said only in the question
+    ("… and the security code on the back?" / "The code is 731")."""
+    first = chain[0]
+    at, idx = next((at, idx) for at, idx in reversed(offsets) if at <= first.start)
+    lead = stream[at : first.start]
+    if len(lead) > ANSWER_LEAD_CHARS or names_amount(lead):
+        return []
+    answer = segments[idx]
+    before = [i for i, q in enumerate(segments) if q.start_s < answer.start_s and q.end_s <= answer.start_s + 0.5]
+    if not before:
+        return []
+    question = max(before, key=lambda i: segments[i].end_s)
+    if answer.start_s - segments[question].end_s > ANSWER_WITHIN_S:
+        return []
+    line_end = stream.find("\n", chain[-1].end)
+    after = stream[chain[-1].end : line_end if line_end >= 0 else len(stream)]
+    kind = cued_type(norms[question].text, "".join(g.digits for g in chain), after)
+    return [(first, chain[-1], kind, CUED_CONFIDENCE)] if kind else []
 
 
 def _cue_kind(groups: list[_Group], stream: str) -> PIIType | None:

@@ -392,3 +392,41 @@ def test_a_long_digit_loop_before_a_pause_is_joined_in_linear_time():
     started = time.perf_counter()
     detect(loop, seg("customer", 105.0, 110.0, "1283 0366"))
     assert time.perf_counter() - started < 3.0
+
+
+@pytest.mark.parametrize("mono", [False, True])
+def test_a_number_answering_the_other_partys_question_is_what_was_asked_for(mono):
+    # the cue is only in the question: "and the security code on the back?" / "the code is 731"
+    channel = 0 if mono else None
+    role = ("mixed", "mixed") if mono else ("agent", "customer")
+    question = seg(role[0], 10.0, 13.0, "Thank you, and the security code on the back?", channel)
+    answer = seg(role[1], 14.2, 16.0, "The code is 731.", channel)
+    hits, redacted = detect(question, answer)
+    assert [(h.type, h.start_s, h.end_s, h.confidence) for h in hits] == [("card_secret", 14.2, 16.0, CUED_CONFIDENCE)]
+    assert redacted[1] == "The code is [SECRET]."
+
+
+@pytest.mark.parametrize(
+    "question, answer",
+    [
+        ("and the security code on the back?", "hold on, I have 2 cards somewhere"),  # too short for a code
+        ("and the security code on the back?", "it will take 300 minutes to find it"),  # a unit after it
+        ("what is the amount on your card?", "it was 731"),  # no cue asks for a number
+        ("your security code please", "yes, I called about my order from last week, the number was 731"),  # not its opening
+    ],
+)
+def test_what_does_not_answer_a_question_for_a_number_stays(question, answer):
+    hits, _ = detect(seg("agent", 10.0, 13.0, question), seg("customer", 14.0, 18.0, answer))
+    assert hits == []
+
+
+def test_an_answer_long_after_the_question_is_not_taken_on_it():
+    question = seg("agent", 10.0, 13.0, "and the security code on the back?")
+    assert detect(question, seg("customer", 40.0, 42.0, "The code is 731."))[0] == []
+
+
+def test_an_answer_joined_to_its_question_on_a_mono_call_is_taken_on_the_question():
+    # one voice after the other with no pause: one line of the channel, the cue too far back for its own window
+    question = seg("mixed", 16.9, 22.0, "Thank you and the security code on the Mac.", 0)
+    answer = seg("mixed", 22.0, 24.8, "The code is 731.", 0)
+    assert [h.type for h in detect(question, answer)[0]] == ["card_secret"]
