@@ -208,8 +208,14 @@ def ingest(
         raise typer.Exit(1)
 
 
+SimStorageOpt = Annotated[bool, typer.Option(
+    "--simulated-storage", hidden=True,
+    help="LOAD TESTS ONLY: serve the synthetic recordings of tools.simulate_night instead of MinIO.")]
+
+
 @app.command("router")
-def router_cmd(app_id: Annotated[str, typer.Option(help="Faust app id (the consumer group).")] = "callqa-router") -> None:
+def router_cmd(app_id: Annotated[str, typer.Option(help="Faust app id (the consumer group).")] = "callqa-router",
+               simulated_storage: SimStorageOpt = False) -> None:
     """Run the Faust router: audio.arrivals → duration-bucket topics (several processes share the work)."""
     import faust
 
@@ -219,8 +225,16 @@ def router_cmd(app_id: Annotated[str, typer.Option(help="Faust app id (the consu
 
     cfg = settings()
     health = start_endpoint(cfg, "router", [StageSpec("router", app_id, cfg.arrivals, False)])
-    faust_app = create_app(cfg, app_id, health)
+    faust_app = create_app(cfg, app_id, health, store=_simulated_store() if simulated_storage else None)
     faust.Worker(faust_app, loglevel=cfg.log_level.upper(), quiet=True).execute_from_commandline()
+
+
+def _simulated_store():
+    from pipeline.logs import get_logger
+    from pipeline.simulated.storage import SimulatedStore
+
+    get_logger("callqa").warning("simulated_storage", note="load test: synthetic recordings, not the object store")
+    return SimulatedStore()
 
 
 # --- ASR workers, QA stage, embedded mode -----------------------------------------------------
@@ -280,6 +294,10 @@ def worker_cmd(
         help="Consumer group (default asr-<bucket>); another one replays, tagged with --replay-id or its name.")] = None,
     replay_id: Annotated[Optional[str], typer.Option(help="Add this replay id to every transcript's lineage.")] = None,
     stop_at: StopAtOpt = None,
+    engine_spec: Annotated[Optional[str], typer.Option(
+        "--engine", hidden=True,
+        help="LOAD TESTS ONLY: simulated:rtfx=R[,scale=S,max_items=N,min_fill=F] sleeps instead of transcribing.")] = None,
+    simulated_storage: SimStorageOpt = False,
 ) -> None:
     """Run one ASR worker: audio.bucket.<bucket> → asr.transcripts, exactly once."""
     import signal
@@ -298,14 +316,27 @@ def worker_cmd(
     bound = StopOffsets.parse(stop_at) if stop_at else None
     if bound is not None:
         bound.check_topic(cfg.topic(f"audio.bucket.{bucket}"))
-    engine = load_engine(cfg, device)
-    opts = WorkerOptions(bucket=bucket, device=engine.device.kind, instance_id=instance_id,
+    if engine_spec is not None:
+        from pipeline.simulated.engine import SimulatedEngine, SimulatedEngineOptions
+
+        try:
+            engine = SimulatedEngine(SimulatedEngineOptions.parse(engine_spec))
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--engine") from exc
+        from pipeline.logs import get_logger
+
+        get_logger("callqa").warning("simulated_engine", spec=engine_spec, note="load test: sleeps, transcribes nothing")
+        device = "simulated"
+    else:
+        engine = load_engine(cfg, device)
+        device = engine.device.kind
+    opts = WorkerOptions(bucket=bucket, device=device, instance_id=instance_id,
                          window_ms=window_ms, max_calls=max_calls, max_audio_s=max_audio_s,
                          memory_watermark_bytes=int(memory_watermark_gb * 2**30) if memory_watermark_gb else None,
                          group=group, replay_id=replay_id, stop_at=bound)
     health = start_endpoint(cfg, f"asr-{bucket}", [StageSpec(f"asr-{bucket}", opts.group_id(cfg), opts.input_topic(cfg), True)],
                             model_version=engine.model_version)
-    worker = AsrWorker(cfg, opts, engine, health)
+    worker = AsrWorker(cfg, opts, engine, health, store=_simulated_store() if simulated_storage else None)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: worker.stopping.set())
     worker.run()

@@ -189,13 +189,6 @@ def _stats(calls: Sequence[CallAudio]) -> BatchStats:
         speech_s=audio_s,
         computed_s=30.0 * len(calls),
         encode_s=0.0,
-        decode_s=0.0,
-        decode_steps=0,
-        decode_row_steps=0,
-        compactions=0,
-        memory_allocated_bytes=0,
-        memory_reserved_bytes=0,
-        memory_peak_bytes=0,
     )
 
 

@@ -8,7 +8,8 @@
 #
 # Reproducible: uv's version is the one pinned in pyproject.toml's dev extra, and the resolver sees
 # only what PyPI had published before EXCLUDE_NEWER, so the same pyproject.toml gives the same locks
-# on any machine and any day. To take newer releases, move EXCLUDE_NEWER forward and regenerate.
+# on any machine and any day. To take newer releases, move EXCLUDE_NEWER forward, delete
+# deploy/locks/*.txt and regenerate (existing pins are kept otherwise).
 #
 #   tools/lock_deploy.sh            regenerate deploy/locks/
 #   tools/lock_deploy.sh --check    regenerate into a temporary folder and fail (exit 1) if the committed
@@ -23,6 +24,10 @@ case "$mode" in write|--check) ;; *) echo "usage: tools/lock_deploy.sh [--check]
 uv=$(bash tools/uv.sh)  # the version pinned in pyproject.toml's dev extra
 
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+# uv keeps an output file's pins where pyproject.toml still allows them: seeded with the committed
+# locks, a package index that gained a newer release since does not read as drift (a mirror served
+# filelock 4.3.2 a day after the locks took 4.3.1, both dated before EXCLUDE_NEWER)
+cp deploy/locks/full.txt deploy/locks/no-torch.txt "$work"/ 2>/dev/null || true
 compile=("$uv" pip compile pyproject.toml --universal --python-version 3.11 --generate-hashes --quiet
          --exclude-newer "$EXCLUDE_NEWER" --custom-compile-command tools/lock_deploy.sh)
 "${compile[@]}" -o "$work/full.txt"

@@ -180,6 +180,29 @@ async def send_in_source_transaction(app: faust.App, source: faust.types.Message
              source_partition=source.partition, source_offset=source.offset)
 
 
+async def send_all_in_source_transaction(app: faust.App, source: faust.types.Message,
+                                         sends: list[tuple[str, bytes | None, bytes, int | None,
+                                                           list[tuple[str, bytes]] | None]]) -> None:
+    """Several outputs of one input, as :func:`send_in_source_transaction`, with one wait for all.
+
+    Each (topic, key, value, partition, headers) joins the source partition's transaction; the
+    deliveries are awaited together, so an input with two outputs (the router's RoutedCall and
+    its de-dup marker) waits for one broker round trip instead of two in a row. Any failure stops
+    the process before the input can be acknowledged, as for a single send.
+    """
+    transactional_id = _transactional_id(app, source.topic, source.partition)
+    topic = sends[0][0] if sends else ""
+    try:
+        deliveries = [await app.producer.send(topic, key, value, partition, None, headers,
+                                              transactional_id=transactional_id)
+                      for topic, key, value, partition, headers in sends]
+        for delivery in deliveries:
+            await delivery
+    except Exception as exc:  # noqa: BLE001 - any failure: the input must not be committed
+        halt(f"{type(exc).__name__}: {exc}", topic=topic, bytes=sum(len(send[2]) for send in sends),
+             source_topic=source.topic, source_partition=source.partition, source_offset=source.offset)
+
+
 def halt(error: str, **context: object) -> NoReturn:
     """Stop the process now, without Faust's shutdown (which acks and commits)."""
     log.error("output_send_failed", error=error, action="stage stops; the input is read again on restart",

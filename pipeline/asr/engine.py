@@ -274,6 +274,13 @@ class Engine:
             for w, origin in todo:
                 result = results[id(w)]
                 if not self._keep(result):  # no speech after all
+                    if n_pass < self.opts.max_passes - 1 and len(w.packed.pieces) > 1:
+                        # the VAD heard speech in each piece: one noisy or quiet piece must not
+                        # take a window's other turns with it, so each is judged alone
+                        again = w.packed.unpacked()
+                        later += [(_Window(w.call, w.channel, p, w.stream), origin) for p in again]
+                        self.stats.redecoded_windows += len(again)
+                        continue
                     self.stats.no_speech_windows += 1
                     out[origin].append(_Decoded(w, result, []))
                     continue

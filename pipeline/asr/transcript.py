@@ -59,13 +59,14 @@ class BatchStats:
     speech_s: float  # voiced seconds per VAD
     computed_s: float  # items x bucket length
     encode_s: float
-    decode_s: float
-    decode_steps: int
-    decode_row_steps: int
-    compactions: int
-    memory_allocated_bytes: int
-    memory_reserved_bytes: int
-    memory_peak_bytes: int
+    # zero where a batch ran no decoder or on no device memory (the simulated engine, test fakes)
+    decode_s: float = 0.0
+    decode_steps: int = 0
+    decode_row_steps: int = 0
+    compactions: int = 0
+    memory_allocated_bytes: int = 0
+    memory_reserved_bytes: int = 0
+    memory_peak_bytes: int = 0
 
     @property
     def padding_efficiency(self) -> float:

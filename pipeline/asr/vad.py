@@ -41,8 +41,13 @@ class SileroVad:
     def __init__(self, opts: VadOptions) -> None:
         if opts.max_window_s <= 1.0:
             raise AsrError("max_window_s must exceed 1 s")
-        from silero_vad import load_silero_vad
+        import torch
+
+        threads = torch.get_num_threads()
+        from silero_vad import load_silero_vad  # its first import sets torch to one thread for the process
         from silero_vad.utils_vad import get_speech_timestamps_from_probs
+
+        torch.set_num_threads(threads)  # the encoder and decoder keep every core they were given
 
         self.opts = opts
         self.model = load_silero_vad(sequence=True)

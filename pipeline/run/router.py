@@ -6,7 +6,7 @@ processes share the arrival partitions (one consumer group); the app runs with
 
 De-duplication: every routed object version leaves a marker on the compacted topic
 ``router.seen``, produced in the same transaction as the RoutedCall and the input
-offset (see :func:`pipeline.adapters.faust_app.send_in_source_transaction`), so a killed
+offset (see :func:`pipeline.adapters.faust_app.send_all_in_source_transaction`), so a killed
 router re-routes nothing twice and loses nothing. A Faust Table was tried first:
 its changelog writes committed in a transaction of their own, and a SIGKILL test
 then lost 35 of 300 arrivals (marked seen, never routed). Arrivals of one object land
@@ -29,7 +29,7 @@ import faust
 from pipeline.adapters.faust_app import (
     create_faust_app,
     on_commit,
-    send_in_source_transaction,
+    send_all_in_source_transaction,
     stop_transactions_of_lost_partitions,
     watch_health,
 )
@@ -47,10 +47,13 @@ from pipeline.stages.outputs import SEEN, Received, Writer
 from pipeline.stages.router import ArrivalRouter
 from pipeline.stages.routing import Buckets
 from pipeline.stages.sizes import MessageLimits
+from pipeline.stages.storage import ObjectStore
 
 
-def create_app(settings: Settings, app_id: str = "callqa-router", health: StageHealth | None = None) -> faust.App:
-    """Build the Faust app; ``app.main()`` or ``app.worker`` runs it."""
+def create_app(settings: Settings, app_id: str = "callqa-router", health: StageHealth | None = None,
+               store: ObjectStore | None = None) -> faust.App:
+    """Build the Faust app; ``app.main()`` or ``app.worker`` runs it. ``store``: the object store
+    probed (default MinIO behind the retry layer; a load test passes the simulated one)."""
     # First, so that security settings the stage cannot honour stop it before any client connects.
     app = create_faust_app(settings, app_id)
     arrivals_name = settings.arrivals
@@ -92,7 +95,7 @@ def create_app(settings: Settings, app_id: str = "callqa-router", health: StageH
     router = ArrivalRouter(
         # Probes wait out a storage outage (up to storage_retry_deadline_s) in the executor thread:
         # the event loop, its heartbeats and health timer keep turning meanwhile.
-        store=retrying_store(settings),
+        store=store or retrying_store(settings),
         buckets=Buckets(settings.bucket_edges_s, settings.bucket_names),
         partitions_of=lambda bucket: partition_counts[bucket_names[bucket]],
         max_duration_s=settings.max_duration_s,
@@ -115,10 +118,11 @@ def create_app(settings: Settings, app_id: str = "callqa-router", health: StageH
             seen = await markers.seen(msg.partition)  # routing waits until the partition's markers are in
             outcome = await loop.run_in_executor(None, step.route, received, seen)
             records = step.plan(outcome, received)
+            if records:  # a routed call and its marker: in the arrival's transaction, one wait for both deliveries
+                await send_all_in_source_transaction(app, msg, [
+                    (settings.topic(r.topic), r.key, r.value, r.partition, list(r.headers) or None) for r in records])
             for record in records:
-                await send_in_source_transaction(app, msg, settings.topic(record.topic), record.key, record.value,
-                                                 record.partition, list(record.headers) or None)
-                if record.topic == SEEN:
+                if record.topic == SEEN and record.key is not None:
                     markers.sent(msg.partition, record.key.decode(), msg.offset)  # pending until committed
             step.account(outcome, records, received, started)
 

@@ -1,0 +1,58 @@
+"""A small simulated night through the real stages: router, W workers per bucket, QA, a SIGKILL and a
+scale-out; duplicates and losses counted from the real output topics (tools/simulate_night.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pipeline.config import Settings
+from tools.simulate_night import parse_args, run
+
+REQUIRED = [
+    "calls",
+    "routed",
+    "transcribed",
+    "qa_results",
+    "dead_lettered",
+    "duplicates",
+    "lost",
+    "router_arrivals_per_s",
+    "makespan_s",
+    "ideal_makespan_s",
+    "makespan_ratio",
+    "worker_skew",
+    "eta_error_after_10pct",
+    "rebalance_max_s",
+    "peak_rss_mb",
+    "options",
+]
+
+
+def test_a_small_night_loses_nothing_and_duplicates_nothing(isolated_settings: Settings, tmp_path: Path) -> None:
+    opts = parse_args(
+        [
+            "--calls",
+            "150",
+            "--out",
+            str(tmp_path),
+            "--workers",
+            "short=1,medium=2,long=2,xlong=1",
+            "--target-wall-s",
+            "40",
+            "--bad-share",
+            "0.03",
+            "--timeout-s",
+            "240",
+        ]
+    )
+    result = run(isolated_settings.model_copy(update={"arrivals_topic": None}), opts)  # a private arrivals topic
+    night = json.loads((tmp_path / "night.json").read_text())
+    assert [k for k in REQUIRED if k not in night] == []
+    assert (tmp_path / "night.html").read_text().count("<svg") >= 3
+    assert night["duplicates"] == 0 and night["lost"] == 0, night["lost_sample"]
+    assert night["transcribed"] + night["dead_lettered"] == night["calls"] == 150
+    assert night["dead_lettered"] >= night["planted_bad_inputs"] > 0  # every bad input reached a DLQ
+    assert night["qa_results"] == night["transcribed"]
+    assert [e["what"].split()[0] for e in night["events"]] == ["SIGKILL", "restart", "scale"]
+    assert result["peak_rss_mb"]["router"] > 0 and result["peak_rss_mb"]["worker"] > 0

@@ -1,0 +1,553 @@
+"""A night at scale on one machine: the real Kafka stages over SIMULATED storage and engines.
+
+Starts its own local stack (temporary state directory), applies the catalog, runs real router,
+worker and QA processes (``callqa router|worker --simulated-storage``, workers with
+``--engine simulated:rtfx=R,scale=S``), publishes a generated night's arrivals as a burst and,
+mid-run, SIGKILLs one worker (restarted as its orchestrator would) and scales a bucket out.
+Everything is counted from the real output topics (read committed): duplicates and losses
+must be 0. Writes OUT/night.json and OUT/night.html.
+
+    .venv/bin/python -m tools.simulate_night --calls 300 --out out/night
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pipeline import stack
+from pipeline.adapters.kafka_admin import apply_catalog
+from pipeline.adapters.publisher import ArrivalPublisher
+from pipeline.catalog import load_catalog
+from pipeline.config import Settings, read_env_file
+from pipeline.events import DeadLetter, ObjectRef, RoutedCall, Transcript, decode
+from pipeline.ops.plan import DEFAULT_MIX, plan
+from pipeline.qa.charts import hbar_svg, histogram_svg
+from pipeline.simulated.engine import SimulatedEngineOptions, device_time
+from pipeline.simulated.storage import SimulatedRecording, etag_of, key_for
+from pipeline.stages.routing import Buckets
+from tests.kafka_helpers import TopicReader
+from tests.processes import settings_env
+
+ROOT = Path(__file__).resolve().parent.parent
+PREFIX = "night"
+
+
+def generate(n: int, seed: int, stereo_share: float, bad_share: float) -> list[SimulatedRecording]:
+    """A log-normal duration mix (median 3 min, clipped to 2 s - 1 h), 8 kHz, a share of bad inputs."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        duration = min(3600.0, max(2.0, rng.lognormvariate(math.log(180.0), 0.9)))
+        fault = rng.choice(("empty", "trunc", "noise")) if rng.random() < bad_share else None
+        out.append(SimulatedRecording(i, round(duration, 3), 2 if rng.random() < stereo_share else 1, 8000, fault))
+    return out
+
+
+@dataclass
+class Proc:
+    name: str
+    stage: str
+    args: list[str]
+    port: int
+    popen: subprocess.Popen | None = None
+    peak_rss_mb: float = 0.0
+    busy_s: float = 0.0
+    started_at: float = 0.0
+    killed: bool = False
+    log: Path = field(default_factory=Path)
+
+
+class Night:
+    def __init__(self, settings: Settings, out: Path, opts: argparse.Namespace) -> None:
+        self.settings, self.out, self.opts = settings, out, opts
+        self.procs: list[Proc] = []
+        self.port = 19300 + random.randrange(500)
+        self.events: list[dict[str, Any]] = []
+
+    def spawn(self, name: str, stage: str, *args: str) -> Proc:
+        self.port += 1
+        proc = Proc(name, stage, list(args), self.port, log=self.out / f"{name}.log")
+        self._start(proc)
+        self.procs.append(proc)
+        return proc
+
+    def _start(self, proc: Proc) -> None:
+        # workers log at info (their assignments time the rebalances); router and QA at warning, as a
+        # per-call info line is a measurable share of the router's time
+        level = "info" if proc.stage.startswith("asr-") else "warning"
+        env = settings_env(self.settings, metrics_port=str(proc.port), log_level=level)
+        with open(proc.log, "ab") as log:
+            proc.popen = subprocess.Popen(
+                [sys.executable, "-m", "pipeline.cli", *proc.args],
+                env=env,
+                cwd=ROOT,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        proc.started_at = time.time()
+
+    def sample(self) -> None:
+        """Peak RSS (the kernel's high-water mark) and engine busy seconds of every live process."""
+        for p in self.procs:
+            if p.popen is None or p.popen.poll() is not None:
+                continue
+            try:
+                for line in Path(f"/proc/{p.popen.pid}/status").read_text().splitlines():
+                    if line.startswith("VmHWM:"):
+                        p.peak_rss_mb = max(p.peak_rss_mb, int(line.split()[1]) / 1024)
+            except OSError:
+                pass
+            if p.stage.startswith("asr-"):
+                p.busy_s = max(p.busy_s, _metric(p.port, "callqa_asr_engine_busy_seconds_total"))
+
+    def kill(self, proc: Proc, restart_after_s: float) -> None:
+        assert proc.popen is not None
+        proc.popen.send_signal(signal.SIGKILL)
+        proc.popen.wait()
+        self.events.append({"at": time.time(), "what": f"SIGKILL {proc.name}", "bucket": proc.stage[4:]})
+        time.sleep(restart_after_s)
+        self._start(proc)  # same static member id, as a restarted pod
+        self.events.append({"at": time.time(), "what": f"restart {proc.name}", "bucket": proc.stage[4:]})
+
+    def stop_all(self) -> None:
+        for p in self.procs:
+            if p.popen is not None and p.popen.poll() is None:
+                p.popen.terminate()
+        for p in self.procs:
+            if p.popen is not None:
+                try:
+                    p.popen.wait(30)
+                except subprocess.TimeoutExpired:
+                    p.popen.kill()
+
+
+def _metric(port: int, name: str) -> float:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as resp:  # noqa: S310 - local
+            text = resp.read().decode()
+    except OSError:
+        return 0.0
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith(name) and not line.startswith("#")
+    )
+
+
+def workers_per_bucket(
+    opts: argparse.Namespace, audio_by_bucket: dict[str, float], names: tuple[str, ...]
+) -> dict[str, int]:
+    if opts.workers:
+        given = dict(part.split("=") for part in opts.workers.split(","))
+        return {b: int(given.get(b, 1)) for b in names}
+    total_h = sum(audio_by_bucket.values()) / 3600
+    mix = {b: audio_by_bucket.get(b, 0.0) / max(1.0, sum(audio_by_bucket.values())) for b in names}
+    planned = plan(total_h * opts.time_scale_plan, opts.window_h * 3600, opts.rtfx, mix or DEFAULT_MIX)
+    return {b.bucket: max(1, b.workers) for b in planned.buckets}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--calls", type=int, default=20000)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--seed", type=int, default=29)
+    parser.add_argument("--rtfx", type=float, default=450.0, help="simulated RTFx per device")
+    parser.add_argument(
+        "--time-scale",
+        type=float,
+        default=0.0,
+        help="night seconds per wall second (0: so that the planned night takes --target-wall-s)",
+    )
+    parser.add_argument("--target-wall-s", type=float, default=120.0)
+    parser.add_argument("--window-h", type=float, default=6.0)
+    parser.add_argument("--time-scale-plan", type=float, default=1.0, help=argparse.SUPPRESS)
+    parser.add_argument("--workers", default="", help="bucket=N,... (default: from callqa plan for the night)")
+    parser.add_argument("--routers", type=int, default=1)
+    parser.add_argument("--stereo-share", type=float, default=0.8)
+    parser.add_argument("--bad-share", type=float, default=0.01)
+    parser.add_argument("--kill-at", type=float, default=0.3, help="SIGKILL a worker at this share done (0: never)")
+    parser.add_argument("--scale-out-at", type=float, default=0.5, help="add workers at this share done (0: never)")
+    parser.add_argument("--scale-out-by", type=int, default=1)
+    parser.add_argument("--timeout-s", type=float, default=1200.0)
+    return parser.parse_args(argv)
+
+
+def main() -> None:
+    opts = parse_args()
+    opts.out.mkdir(parents=True, exist_ok=True)
+    state = Path(tempfile.mkdtemp(prefix="callqa-night-"))
+    stack.up(Settings(state_dir=state))
+    try:
+        result = run(Settings(state_dir=state, **read_env_file(state / "stack.env")), opts)
+    finally:
+        stack.down(Settings(state_dir=state))
+    print(json.dumps({k: v for k, v in result.items() if k not in ("timeline", "workers")}, indent=1))
+
+
+def run(settings: Settings, opts: argparse.Namespace) -> dict[str, Any]:
+    opts.out.mkdir(parents=True, exist_ok=True)
+    apply_catalog(settings, load_catalog(settings.bucket_names))
+    night = generate(opts.calls, opts.seed, opts.stereo_share, opts.bad_share)
+    buckets = Buckets(settings.bucket_edges_s, settings.bucket_names)
+    good = [r for r in night if r.fault is None]
+    audio_by_bucket: dict[str, float] = defaultdict(float)
+    for r in good:
+        audio_by_bucket[buckets.bucket_for(r.duration_s)] += r.duration_s
+    workers = workers_per_bucket(opts, audio_by_bucket, settings.bucket_names)
+    engine_opts = SimulatedEngineOptions(rtfx=opts.rtfx)
+    ideal_s = max(audio_by_bucket[b] / (workers[b] * opts.rtfx) for b in audio_by_bucket)
+    scale = opts.time_scale or max(1.0, ideal_s / opts.target_wall_s)
+    spec = f"simulated:rtfx={opts.rtfx},scale={scale}"
+    sim = Night(settings, opts.out, opts)
+    for i in range(opts.routers):
+        sim.spawn(f"router-{i}", "router", "router", "--simulated-storage")
+    sim.spawn("qa-0", "qa", "qa")
+    for b in settings.bucket_names:
+        for i in range(workers[b]):
+            sim.spawn(
+                f"worker-{b}-{i}",
+                f"asr-{b}",
+                "worker",
+                "--bucket",
+                b,
+                "--instance-id",
+                f"sim-{b}-{i}",
+                "--engine",
+                spec,
+                "--simulated-storage",
+            )
+    try:
+        return _night(settings, opts, sim, workers, spec, scale, night, audio_by_bucket, engine_opts)
+    finally:
+        sim.stop_all()
+
+
+def _night(settings, opts, sim, workers, spec, scale, night, audio_by_bucket, engine_opts) -> dict[str, Any]:
+    reader = TopicReader(
+        settings,
+        ["asr.transcripts", "asr.dlq", "router.dlq", "qa.findings"]
+        + [f"audio.bucket.{b}" for b in settings.bucket_names],
+    )
+    time.sleep(8)  # the stages join their groups
+
+    publisher = ArrivalPublisher(settings)
+    published_at = time.time()
+    for r in night:
+        key = key_for(PREFIX, r)
+        publisher.publish(
+            ObjectRef(bucket=settings.recordings_bucket, key=key, etag=etag_of(key)),
+            {"roles": "left=agent,right=customer" if r.channels == 2 else "left=mixed"},
+        )
+    publisher.flush(120)
+    busiest = max(workers, key=lambda b: audio_by_bucket.get(b, 0.0))
+    done_ids: set[str] = set()
+    dead_ids: set[str] = set()
+    timeline: list[tuple[float, int]] = []
+    eta: dict[str, Any] | None = None
+    killed = scaled = False
+    deadline = published_at + opts.timeout_s
+    counts: Counter[str] = Counter()
+    transcripts: list[Transcript] = []
+    while time.time() < deadline:
+        for msg in reader.poll(1.0)[sum(counts.values()) :]:
+            topic = msg.topic().removeprefix(settings.topic_prefix)
+            counts[topic] += 1
+            if topic == "asr.transcripts":
+                t = decode(msg.value(), Transcript)
+                transcripts.append(t)
+                done_ids.add(t.call_id)
+            elif topic in ("asr.dlq", "router.dlq"):
+                dead_ids.add(_letter_call(decode(msg.value(), DeadLetter)))
+        finished = len(done_ids | dead_ids)
+        timeline.append((time.time() - published_at, finished))
+        sim.sample()
+        share = finished / len(night)
+        if eta is None and share >= 0.1:
+            eta = _lag_eta(settings, time.time() - published_at)
+        if opts.kill_at and not killed and share >= opts.kill_at:
+            killed = True
+            victim = next(p for p in sim.procs if p.stage == f"asr-{busiest}")
+            victim.killed = True
+            sim.kill(victim, restart_after_s=3.0)
+        if opts.scale_out_at and not scaled and share >= opts.scale_out_at:
+            scaled = True
+            for i in range(opts.scale_out_by):
+                sim.spawn(
+                    f"worker-{busiest}-x{i}",
+                    f"asr-{busiest}",
+                    "worker",
+                    "--bucket",
+                    busiest,
+                    "--instance-id",
+                    f"sim-{busiest}-x{i}",
+                    "--engine",
+                    spec,
+                    "--simulated-storage",
+                )
+            sim.events.append(
+                {"at": time.time(), "what": f"scale out {busiest} +{opts.scale_out_by}", "bucket": busiest}
+            )
+        if finished >= len(night) and counts["qa.findings"] >= len(done_ids):
+            break
+    reader.poll(5.0)  # anything late (a duplicate) still counts
+    for msg in reader.messages[sum(counts.values()) :]:
+        topic = msg.topic().removeprefix(settings.topic_prefix)
+        counts[topic] += 1
+        if topic == "asr.transcripts":
+            transcripts.append(decode(msg.value(), Transcript))
+    sim.sample()
+    sim.stop_all()
+    reader.close()
+    return report(
+        settings,
+        opts,
+        night,
+        reader,
+        transcripts,
+        counts,
+        dead_ids,
+        workers,
+        scale,
+        published_at,
+        timeline,
+        eta,
+        sim,
+        audio_by_bucket,
+        engine_opts,
+        spec,
+    )
+
+
+def _letter_call(letter: DeadLetter) -> str:
+    """The call a dead letter stands for: its object key without the extension (a call id)."""
+    payload = json.loads(letter.original_payload)
+    key = payload.get("object", {}).get("key", letter.original_key or "")
+    return key.rsplit(".", 1)[0]
+
+
+def _lag_eta(settings: Settings, at_s: float) -> dict[str, Any] | None:
+    """``callqa lag --json`` once: the ETA of the slowest ASR group, as the operator would read it."""
+    env = settings_env(settings)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "lag", "--json", "--sample-s", "3"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    try:
+        data = json.loads(proc.stdout)
+    except ValueError:
+        return {"at_s": at_s, "error": proc.stderr[-500:]}
+    etas = [_find(g, "eta_s") for g in _groups(data) if str(_find(g, "stage") or "").startswith("asr")]
+    etas = [e for e in etas if isinstance(e, (int, float))]
+    return {"at_s": round(at_s, 2), "eta_s": max(etas) if etas else None, "read_s": None}
+
+
+def _groups(data: Any) -> list[Any]:
+    if isinstance(data, dict):
+        for key in ("groups", "stages"):
+            if isinstance(data.get(key), list):
+                return data[key]
+        return [data]
+    return data if isinstance(data, list) else []
+
+
+def _find(obj: Any, key: str) -> Any:
+    if isinstance(obj, dict):
+        if key in obj:
+            return obj[key]
+        for v in obj.values():
+            found = _find(v, key)
+            if found is not None:
+                return found
+    return None
+
+
+def report(
+    settings,
+    opts,
+    night,
+    reader,
+    transcripts,
+    counts,
+    dead_ids,
+    workers,
+    scale,
+    published_at,
+    timeline,
+    eta,
+    sim,
+    audio_by_bucket,
+    engine_opts,
+    spec,
+) -> dict[str, Any]:
+    by_topic: dict[str, list] = defaultdict(list)
+    for msg in reader.messages:
+        by_topic[msg.topic().removeprefix(settings.topic_prefix)].append(msg)
+    routed = [m for t, ms in by_topic.items() if t.startswith("audio.bucket.") for m in ms]
+    routed_ids = Counter(decode(m.value(), RoutedCall).call_id for m in routed)
+    transcript_ids = Counter(t.call_id for t in transcripts)
+    qa_ids = Counter((m.key() or b"").decode() for m in by_topic["qa.findings"])
+    expected = {key_for(PREFIX, r).rsplit(".", 1)[0] for r in night}
+    lost = expected - set(transcript_ids) - dead_ids
+    duplicates = sum(c - 1 for c in transcript_ids.values()) + sum(c - 1 for c in routed_ids.values())
+    stamps = sorted(m.timestamp()[1] / 1000 for m in routed)
+    router_rate = (len(stamps) - 1) / (stamps[-1] - stamps[0]) if len(stamps) > 1 and stamps[-1] > stamps[0] else None
+    ends = [m.timestamp()[1] / 1000 for m in by_topic["asr.transcripts"]]
+    makespan_wall = (max(ends) - published_at) if ends else None
+    good = [r for r in night if r.fault is None]
+    longest = max((device_time([(r.duration_s, r.channels)], engine_opts).device_s for r in good), default=0.0)
+    buckets = Buckets(settings.bucket_edges_s, settings.bucket_names)
+    ideal = max(
+        sum(
+            device_time([(r.duration_s, r.channels)], engine_opts).device_s
+            for r in good
+            if buckets.bucket_for(r.duration_s) == b
+        )
+        / workers[b]
+        for b in audio_by_bucket
+    )
+    makespan = makespan_wall * scale if makespan_wall else None
+    skews = {}
+    for b in settings.bucket_names:
+        steady = [p.busy_s for p in sim.procs if p.stage == f"asr-{b}" and not p.killed and "-x" not in p.name]
+        if len(steady) > 1 and max(steady) > 0:
+            skews[b] = round((max(steady) - min(steady)) / (sum(steady) / len(steady)), 4)
+    eta_error = None
+    if eta and eta.get("eta_s") is not None and makespan_wall:
+        predicted = eta["at_s"] + eta["eta_s"]
+        eta_error = round((predicted - makespan_wall) / makespan_wall, 4)
+    rebalance = _rebalance_pauses(sim)
+    peak: dict[str, float] = defaultdict(float)
+    for p in sim.procs:
+        peak[p.stage if not p.stage.startswith("asr-") else "worker"] = max(
+            peak[p.stage if not p.stage.startswith("asr-") else "worker"], round(p.peak_rss_mb, 1)
+        )
+    planned = plan(
+        sum(audio_by_bucket.values()) / 3600,
+        opts.window_h * 3600,
+        opts.rtfx,
+        {b: audio_by_bucket.get(b, 0.0) / sum(audio_by_bucket.values()) for b in settings.bucket_names},
+    )
+    result = {
+        "calls": len(night),
+        "routed": len(routed_ids),
+        "transcribed": len(transcript_ids),
+        "qa_results": len(qa_ids),
+        "dead_lettered": len(dead_ids),
+        "dead_lettered_by_topic": {"router.dlq": counts["router.dlq"], "asr.dlq": counts["asr.dlq"]},
+        "planted_bad_inputs": sum(1 for r in night if r.fault),
+        "duplicates": duplicates,
+        "lost": len(lost),
+        "lost_sample": sorted(lost)[:10],
+        "router_arrivals_per_s": round(router_rate, 1) if router_rate else None,
+        "makespan_s": round(makespan, 1) if makespan else None,
+        "makespan_wall_s": round(makespan_wall, 1) if makespan_wall else None,
+        "ideal_makespan_s": round(ideal + longest, 1),
+        "makespan_ratio": round(makespan / (ideal + longest), 3) if makespan else None,
+        "worker_skew": max(skews.values()) if skews else None,
+        "worker_skew_by_bucket": skews,
+        "eta_error_after_10pct": eta_error,
+        "eta_sample": eta,
+        "rebalance_max_s": max(rebalance.values()) if rebalance else None,
+        "rebalance_s": rebalance,
+        "peak_rss_mb": dict(peak),
+        "audio_h": round(sum(audio_by_bucket.values()) / 3600, 2),
+        "audio_h_by_bucket": {b: round(v / 3600, 2) for b, v in audio_by_bucket.items()},
+        "plan": {
+            "workers": {b.bucket: b.workers for b in planned.buckets},
+            "busy_s": round(planned.busy_s, 1),
+            "window_s": planned.window_s,
+        },
+        "options": {
+            **{k: (str(v) if isinstance(v, Path) else v) for k, v in vars(opts).items()},
+            "workers_per_bucket": workers,
+            "time_scale": round(scale, 3),
+            "engine": spec,
+        },
+        "events": [{**e, "at_s": round(e["at"] - published_at, 2)} for e in sim.events],
+        "workers": {
+            p.name: {"busy_s": round(p.busy_s, 2), "peak_rss_mb": round(p.peak_rss_mb, 1)}
+            for p in sim.procs
+            if p.stage.startswith("asr-")
+        },
+        "timeline": timeline,
+        "machine": f"{os.cpu_count()} cores, shared with other engineers (wall times are loaded figures)",
+    }
+    (opts.out / "night.json").write_text(json.dumps(result, indent=1, default=str))
+    (opts.out / "night.html").write_text(render(result))
+    return result
+
+
+def _rebalance_pauses(sim: Night) -> dict[str, float]:
+    """Per membership change: seconds until the bucket's members last logged an assignment after it."""
+    pauses = {}
+    for event in sim.events:
+        last = None
+        for p in sim.procs:
+            if p.stage != f"asr-{event['bucket']}" or not p.log.exists():
+                continue
+            for line in p.log.read_text(errors="replace").splitlines():
+                if "partitions_assigned" not in line:
+                    continue
+                try:
+                    at = _epoch(json.loads(line).get("timestamp"))
+                except ValueError:
+                    continue
+                if at is not None and event["at"] <= at <= event["at"] + 120:
+                    last = max(last or at, at)
+        if last is not None:
+            pauses[event["what"]] = round(last - event["at"], 2)
+    return pauses
+
+
+def _epoch(stamp: Any) -> float | None:
+    from datetime import datetime
+
+    if not isinstance(stamp, str):
+        return None
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def render(result: dict[str, Any]) -> str:
+    from html import escape
+
+    timeline = result["timeline"]
+    step = max(1, len(timeline) // 30)
+    progress = [(f"{t:.0f}s", n) for t, n in timeline[::step]]
+    workers = [(name, w["busy_s"], "#4a7") for name, w in result["workers"].items()]
+    rss = [(stage, v, "#47a") for stage, v in result["peak_rss_mb"].items()]
+    head = {k: v for k, v in result.items() if k not in ("timeline", "workers", "options", "events")}
+    rows = "".join(
+        f"<tr><th>{escape(k)}</th><td>{escape(json.dumps(v, default=str))}</td></tr>" for k, v in head.items()
+    )
+    return (
+        "<!doctype html><meta charset=utf-8><title>callqa simulated night</title>"
+        "<h1>callqa night (SIMULATED storage and engines)</h1>"
+        f"<table>{rows}</table>"
+        + histogram_svg(progress, "calls finished (transcribed or dead-lettered) over wall time")
+        + hbar_svg(workers, "engine busy seconds per worker (wall)", "s")
+        + hbar_svg(rss, "peak RSS per stage", " MB")
+        + f"<h2>events</h2><pre>{escape(json.dumps(result['events'], indent=1, default=str))}</pre>"
+        + f"<h2>options</h2><pre>{escape(json.dumps(result['options'], indent=1, default=str))}</pre>"
+    )
+
+
+if __name__ == "__main__":
+    main()
