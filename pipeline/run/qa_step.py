@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from prometheus_client import Counter
 
+from pipeline.headers import HeadersLike, addressed_to
 from pipeline.logs import get_logger
-from pipeline.ops.headers import HeadersLike, addressed_to
 from pipeline.stages.outputs import Received, Record, Writer, plan_evaluated
 from pipeline.stages.qa import Evaluated, QaOutcome, QaStage
 from pipeline.stages.replay_bound import StopOffsets

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from prometheus_client import Counter, Histogram
 
+from pipeline.headers import REPLAY_GENERATION, HeadersLike, PartitionProgress, addressed_to, int_header
 from pipeline.logs import get_logger
-from pipeline.ops.headers import REPLAY_GENERATION, HeadersLike, PartitionProgress, addressed_to, int_header
 from pipeline.stages.outputs import Received, Record, Writer, plan_route
 from pipeline.stages.router import ArrivalRouter, Outcome, Routed, Skipped
 

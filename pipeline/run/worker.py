@@ -36,8 +36,8 @@ from pipeline.adapters.minio_store import retrying_store
 from pipeline.catalog import load_catalog
 from pipeline.config import Settings
 from pipeline.errors import CallQAError
+from pipeline.headers import addressed_elsewhere
 from pipeline.logs import get_logger
-from pipeline.ops.headers import addressed_elsewhere
 from pipeline.ops.health import StageHealth
 from pipeline.run.worker_commit import BatchCommitter
 from pipeline.run.worker_metrics import WorkerMetrics

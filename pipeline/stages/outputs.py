@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.events import DeadLetter, SourcePosition, encode
-from pipeline.ops.headers import REDRIVE_ATTEMPT, HeadersLike, Stamp, int_header, processing_headers
+from pipeline.headers import REDRIVE_ATTEMPT, HeadersLike, Stamp, int_header, processing_headers
 from pipeline.stages.asr import AsrOutcome, Transcribed
 from pipeline.stages.outcomes import Dead
 from pipeline.stages.qa import Evaluated, QaOutcome

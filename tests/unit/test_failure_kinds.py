@@ -26,7 +26,7 @@ from pipeline.adapters.file_store import FileStore
 from pipeline.catalog import load_catalog
 from pipeline.config import Settings
 from pipeline.events import AudioArrived, DeadLetter, QAResult, RoutedCall, SourcePosition, Transcript, decode, encode
-from pipeline.ops.headers import PartitionProgress
+from pipeline.headers import PartitionProgress
 from pipeline.qa import CallTextError, QAEngine, load_packs
 from pipeline.qa.model import CallQAResult
 from pipeline.run.embedded import DEAD_LETTERS, FINDINGS, TRANSCRIPTS, EmbeddedRunner, RunOptions
