@@ -58,8 +58,9 @@ class GroupConsumer(Protocol):
 def received_of(msg: Any) -> Received:
     """The input message as the output planner sees it (a confluent-kafka ``Message``)."""
     topic, partition, offset = position_of(msg)
-    return Received(msg.value() or b"", msg.key(), SourcePosition(topic=topic, partition=partition, offset=offset),
-                    msg.headers())
+    return Received(
+        msg.value() or b"", msg.key(), SourcePosition(topic=topic, partition=partition, offset=offset), msg.headers()
+    )
 
 
 class BatchCommitter:

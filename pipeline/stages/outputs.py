@@ -53,8 +53,14 @@ class Received:
 def stamped(letter: DeadLetter, headers: HeadersLike, group: str | None, replay_id: str | None = None) -> DeadLetter:
     """The letter a stage writes for an input that came with ``headers``: the attempt count
     (``callqa-redrive-attempt`` + 1), the processing headers to send back, who failed it."""
-    return letter.model_copy(update={"attempts": int_header(headers, REDRIVE_ATTEMPT) + 1,
-                                     "headers": processing_headers(headers), "group": group, "replay_id": replay_id})
+    return letter.model_copy(
+        update={
+            "attempts": int_header(headers, REDRIVE_ATTEMPT) + 1,
+            "headers": processing_headers(headers),
+            "group": group,
+            "replay_id": replay_id,
+        }
+    )
 
 
 @dataclass(frozen=True)
@@ -77,17 +83,24 @@ class Writer:
         """``record``, or the letter saying it is over its topic's limit (its input kept)."""
         if self.limits.fits(record.topic, record.key, record.value):
             return record
-        letter = too_large_letter(stage=stage, topic=self.topic_name(record.topic), size_bytes=len(record.value),
-                                  limit_bytes=self.limits.limit(record.topic), payload=received.payload,
-                                  key=received.key, source=received.source)
+        letter = too_large_letter(
+            stage=stage,
+            topic=self.topic_name(record.topic),
+            size_bytes=len(record.value),
+            limit_bytes=self.limits.limit(record.topic),
+            payload=received.payload,
+            key=received.key,
+            source=received.source,
+        )
         return self.dead(letter, received)
 
 
 StampOf = Callable[[str, int, float], Stamp]  # (physical bucket topic, partition, audio seconds) -> progress stamp
 
 
-def plan_route(outcome: RouteOutcome, received: Received, writer: Writer, stamp: StampOf | None = None,
-               routed_at: float = 0.0) -> list[Record]:
+def plan_route(
+    outcome: RouteOutcome, received: Received, writer: Writer, stamp: StampOf | None = None, routed_at: float = 0.0
+) -> list[Record]:
     """A routed call to its bucket topic partition (with its progress stamp) and its de-dup marker
     to ``router.seen`` (same partition number as the arrival); a letter to ``router.dlq``; a skip: nothing."""
     if isinstance(outcome, Dead):
@@ -96,8 +109,9 @@ def plan_route(outcome: RouteOutcome, received: Received, writer: Writer, stamp:
         return []
     call = outcome.call
     topic = f"audio.bucket.{call.bucket}"
-    routed = writer.fitting("router", Record(topic, call.call_id.encode(), encode(call), partition=outcome.partition),
-                            received)
+    routed = writer.fitting(
+        "router", Record(topic, call.call_id.encode(), encode(call), partition=outcome.partition), received
+    )
     if routed.letter is not None:
         return [routed]
     # Stamped only once it is known to be written: the totals count what the partition holds.

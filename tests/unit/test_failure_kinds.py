@@ -153,10 +153,23 @@ CASES = [
     Case(
         "recordings that do not route",
         lambda d: [],
-        (ids("a"), ids("a"), frozenset({("empty", "empty_object", "router"), ("text", "not_audio", "router"),
-                                        ("locked", "fetch_failed", "router")})),
-        files=lambda d: [wav(d, "a.wav"), wav(d, "empty.wav", b""), wav(d, "text.wav", b"hello, not audio" * 64),
-                         _folder(d, "locked.wav")],
+        (
+            ids("a"),
+            ids("a"),
+            frozenset(
+                {
+                    ("empty", "empty_object", "router"),
+                    ("text", "not_audio", "router"),
+                    ("locked", "fetch_failed", "router"),
+                }
+            ),
+        ),
+        files=lambda d: [
+            wav(d, "a.wav"),
+            wav(d, "empty.wav", b""),
+            wav(d, "text.wav", b"hello, not audio" * 64),
+            _folder(d, "locked.wav"),
+        ],
     ),
     Case(
         "routed call over its bucket topic's limit",
@@ -212,16 +225,18 @@ def embedded_runner(out: Path, engine: FakeEngine, qa: QAEngine, limits: Message
     return EmbeddedRunner(opts, FileStore(), engine, qa)
 
 
-def routed(files: list[Path], limits: MessageLimits, arrival: Callable[[Path], Received]) -> tuple[
-        list[bytes], list[DeadLetter]]:
+def routed(
+    files: list[Path], limits: MessageLimits, arrival: Callable[[Path], Received]
+) -> tuple[list[bytes], list[DeadLetter]]:
     """The recordings through the Faust router's step: the bucket records and the router's letters."""
     router = ArrivalRouter(store=FileStore(), buckets=BUCKETS, partitions_of=lambda bucket: 1, max_duration_s=3600)
     step = ArrivalStep(router, Writer(limits, "callqa-router"), PartitionProgress(), "router.retry")
     events, letters = [], []
     for offset, path in enumerate(files):
         received = arrival(path)
-        received = Received(received.payload, received.key, SourcePosition(topic="audio.arrivals", partition=0,
-                                                                           offset=offset))
+        received = Received(
+            received.payload, received.key, SourcePosition(topic="audio.arrivals", partition=0, offset=offset)
+        )
         for record in step.plan(step.route(received, set()), received):
             if record.letter is not None:
                 letters.append(record.letter)
@@ -231,8 +246,9 @@ def routed(files: list[Path], limits: MessageLimits, arrival: Callable[[Path], R
     return events, letters
 
 
-def distributed(payloads: list[bytes], engine: FakeEngine, qa: QAEngine, limits: MessageLimits,
-                letters: list[DeadLetter]) -> Outputs:
+def distributed(
+    payloads: list[bytes], engine: FakeEngine, qa: QAEngine, limits: MessageLimits, letters: list[DeadLetter]
+) -> Outputs:
     topic = "audio.bucket.short"
     worker = AsrWorker(Settings(), WorkerOptions(bucket="short", window_ms=1, max_calls=8), engine, store=FileStore())
     worker.limits = limits
