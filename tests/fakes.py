@@ -73,8 +73,17 @@ class FakeConsumer:
         self.paused -= {(p.topic, p.partition) for p in partitions}
 
     def consume(self, num_messages: int, timeout: float) -> list[FakeMessage]:
-        taken, self.queue = self.queue[:num_messages], self.queue[num_messages:]
+        """Up to ``num_messages`` in order; a paused partition's wait in the queue (librdkafka fetches none)."""
+        taken: list[FakeMessage] = []
+        kept: list[FakeMessage] = []
+        for msg in self.queue:
+            delivered = len(taken) < num_messages and not self._is_paused(msg)
+            (taken if delivered else kept).append(msg)
+        self.queue = kept
         return taken
+
+    def _is_paused(self, msg: FakeMessage) -> bool:
+        return isinstance(msg, FakeMessage) and (msg.topic(), msg.partition()) in self.paused
 
     def assignment(self) -> list[TopicPartition]:
         return [TopicPartition(t, p) for t, p in self.assigned]

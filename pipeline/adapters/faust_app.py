@@ -199,8 +199,8 @@ async def send_all_in_source_transaction(app: faust.App, source: faust.types.Mes
         for delivery in deliveries:
             await delivery
     except Exception as exc:  # noqa: BLE001 - any failure: the input must not be committed
-        halt(f"{type(exc).__name__}: {exc}", topic=topic, source_topic=source.topic,
-             source_partition=source.partition, source_offset=source.offset)
+        halt(f"{type(exc).__name__}: {exc}", topic=topic, bytes=sum(len(send[2]) for send in sends),
+             source_topic=source.topic, source_partition=source.partition, source_offset=source.offset)
 
 
 def halt(error: str, **context: object) -> NoReturn:

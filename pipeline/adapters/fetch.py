@@ -24,7 +24,7 @@ from pipeline.stages.asr import AsrInput, Fetched
 from pipeline.stages.audio_limits import decoded_mismatch, implausible_header, max_decoded_frames, max_object_bytes
 from pipeline.stages.outcomes import Dead, Tag
 from pipeline.stages.probe import HEAD_BYTES, RAW_SUBTYPES, AudioInfo, decoder_error, wav_data_offset
-from pipeline.stages.storage import MissingObject, ObjectChanged, ObjectStore, StorageError
+from pipeline.stages.storage import MissingObject, ObjectChanged, ObjectStore, StorageError, storage_call
 from pipeline.stages.transcript_event import audio_for, roles_by_channel
 
 
@@ -42,7 +42,7 @@ class Fetcher:
     def fetch_one(self, item: AsrInput[Tag]) -> Fetched[Tag] | Dead[Tag]:
         call = item.call
         if call is None:
-            return item.dead("malformed_event", item.error or "undecodable")
+            return item.undecodable()
         started = time.perf_counter()
         problem = implausible_header(call.container, call.channels, call.sample_rate_hz)
         if problem:  # routed before the router checked every container, or forged: not even read
@@ -53,7 +53,7 @@ class Fetcher:
                 "corrupt_header", f"object is {call.object.size_bytes} bytes; its routed header allows at most {cap}"
             )
         try:
-            data = self.store.read(call.object, 0, cap + 1)  # never more than the header allows
+            data = storage_call(self.store.read, call.object, 0, cap + 1)  # never more than the header allows
         except MissingObject as exc:
             return item.dead("missing_object", str(exc))
         except ObjectChanged as exc:  # the read is conditional on the routed etag

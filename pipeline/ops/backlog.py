@@ -3,7 +3,7 @@
 Inputs per partition: the group's committed offset, the partition's low and end (last stable)
 offsets, the stamp of the first record at or after the committed offset, and the stamp of the
 last record before the end offset. With stamps, messages and audio seconds behind are exact
-differences (see :mod:`pipeline.ops.headers`); without them (arrivals, transcripts, or an
+differences (see :mod:`pipeline.headers`); without them (arrivals, transcripts, or an
 unstamped record at either end) only messages are known, counted as offsets, which also
 count transaction markers.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pipeline.ops.headers import Stamp
+from pipeline.headers import Stamp
 
 
 @dataclass(frozen=True)

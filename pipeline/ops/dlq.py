@@ -2,7 +2,7 @@
 
 A letter is identified by where it sits: ``<dlq topic>:<partition>:<offset>``. It records the
 consumer group that failed its input (and that group's replay id) and the input's processing
-headers (:data:`pipeline.ops.headers.PROCESSING`, e.g. the replay generation).
+headers (:data:`pipeline.headers.PROCESSING`, e.g. the replay generation).
 
 A redrive sends the original payload to the failing stage's retry topic (``router.retry``,
 ``qa.retry``), never back into a shared topic such as ``asr.transcripts``: every group of the stage
@@ -30,7 +30,7 @@ from typing import Any, Literal
 import orjson
 
 from pipeline.events import DeadLetter
-from pipeline.ops.headers import REDRIVE_ATTEMPT, RETRY_GROUP, HeadersLike, int_header, processing_headers
+from pipeline.headers import REDRIVE_ATTEMPT, RETRY_GROUP
 
 Stage = Literal["router", "asr", "qa", "redact"]
 RETRY_TOPICS: dict[str, str] = {"router": "router.retry", "qa": "qa.retry", "redact": "redact.retry"}
@@ -129,13 +129,6 @@ def plan_redrive(letters: list[StoredLetter], selection: Selection, max_attempts
             actions.append(Action("redrive", stored, topic, partition, headers,
                                   why=f"attempt {letter.attempts + 1} of {max_attempts}, group {group}"))
     return actions
-
-
-def stamped(letter: DeadLetter, headers: HeadersLike, group: str, replay_id: str | None = None) -> DeadLetter:
-    """The letter a stage writes for an input that came with ``headers``: the attempt count
-    (``callqa-redrive-attempt`` + 1), the processing headers to send back, who failed it."""
-    return letter.model_copy(update={"attempts": int_header(headers, REDRIVE_ATTEMPT) + 1,
-                                     "headers": processing_headers(headers), "group": group, "replay_id": replay_id})
 
 
 def decoded_payload(letter: DeadLetter) -> Any:

@@ -3,7 +3,7 @@
 Per call: one ListOffsets round (low and last-stable offsets of every partition), one
 committed-offsets request per group, then two fetch rounds over all stamped partitions at
 once: the first record at each committed offset, and the last record before each end offset.
-Nothing scans a topic (see :mod:`pipeline.ops.headers`).
+Nothing scans a topic (see :mod:`pipeline.headers`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pipeline.adapters.kafka_admin import admin_client
 from pipeline.config import Settings
 from pipeline.errors import StackError
 from pipeline.ops.backlog import PartitionBacklog, PartitionPosition, partition_backlog
-from pipeline.ops.headers import Stamp
+from pipeline.headers import Stamp
 
 TIMEOUT_S = 30.0
 _COORDINATOR_MOVING = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
@@ -251,7 +251,7 @@ class OffsetsReader:
 
 def recover_progress(settings: Settings, topics: list[str], progress: "PartitionProgress | None" = None) -> "PartitionProgress":
     """The router's per-partition totals, from the last stamped record of each output partition."""
-    from pipeline.ops.headers import PartitionProgress
+    from pipeline.headers import PartitionProgress
 
     progress = progress or PartitionProgress()
     reader = OffsetsReader(settings)

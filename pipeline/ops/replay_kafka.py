@@ -13,7 +13,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 
 from pipeline.config import Settings
 from pipeline.errors import StackError
-from pipeline.ops.headers import REPLAY_GENERATION
+from pipeline.headers import REPLAY_GENERATION
 from pipeline.ops.lag_kafka import OffsetsReader
 from pipeline.ops.replay import TP, OffsetMove
 from pipeline.stages.replay_bound import GroupAt, Progress, StopOffsets, gaps, progress

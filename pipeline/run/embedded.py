@@ -27,6 +27,7 @@ from typing import IO, Any
 
 from pipeline.adapters.fetch import Fetcher
 from pipeline.adapters.file_store import FileStore
+from pipeline.catalog import load_catalog
 from pipeline.errors import DecodeError
 from pipeline.events import AudioArrived, DeadLetter, ObjectRef, RoutedCall, Transcript, decode, encode
 from pipeline.logs import get_logger
@@ -37,10 +38,11 @@ from pipeline.run.redacted_audio import REDACTED_DIR, default_name, redaction_li
 from pipeline.stages.asr import AsrBatch, AsrInput, AsrStage, SpeechEngine, Transcribed
 from pipeline.stages.audio_redaction import Mode
 from pipeline.stages.batching import BatchBudget, plan_batches
-from pipeline.stages.outcomes import Dead
-from pipeline.stages.qa import Evaluated, QaStage
-from pipeline.stages.router import ArrivalRouter, Routed
+from pipeline.stages.outputs import Received, Record, Writer, letters, plan_evaluated, plan_route, plan_transcribed
+from pipeline.stages.qa import QaStage
+from pipeline.stages.router import ArrivalRouter, Routed, Skipped
 from pipeline.stages.routing import Buckets
+from pipeline.stages.sizes import MessageLimits
 from pipeline.stages.storage import ObjectStore
 
 log = get_logger("callqa.embedded")
@@ -57,6 +59,9 @@ class RunOptions:
     call_ids: dict[str, str] = field(default_factory=dict)  # object key -> call id (local files: the name)
     names: dict[str, str] = field(default_factory=dict)  # object key -> path below the input folder
     redact_audio: Mode | None = None  # write redacted copies (silence or tone over the PII spans)
+    # Size limits of the topics the outputs would go to in the distributed pipeline (None: the catalog's):
+    # an output over its limit is dead-lettered (output_too_large) in both modes.
+    limits: MessageLimits | None = None
 
 
 @dataclass
@@ -98,23 +103,29 @@ class EmbeddedRunner:
         self.interrupts = interrupts or Interrupts()
         self.asr = AsrStage(self.fetcher, engine)
         self.qa = QaStage(qa) if qa is not None else None
+        # No group: a redrive is a rerun. The same planner as the distributed runners' writes the outputs.
+        self.writer = Writer(opts.limits or MessageLimits.from_catalog(load_catalog(opts.buckets.names)))
+
+    def arrival(self, ref: ObjectRef) -> Received:
+        """The arrival event of an input, as ``callqa ingest`` would publish it (and keyed as it would)."""
+        metadata = self.opts.metadata
+        if ref.bucket == FileStore.BUCKET:  # a key is an absolute path: name the call as ingest would
+            metadata = {"call-id": self.opts.call_ids.get(ref.key) or Path(ref.key).stem, **metadata}
+        return Received(encode(AudioArrived(object=ref, metadata=metadata)), ref.key.encode())
 
     def route_all(self, refs: Iterable[ObjectRef], summary: RunSummary) -> tuple[list[RoutedCall], list[DeadLetter]]:
         """Probe every input; what is already transcribed (same content) is skipped."""
         done = _done_identities(self.opts.out_dir / TRANSCRIPTS)
         routed, dead = [], []
         for ref in refs:
-            metadata = self.opts.metadata
-            if ref.bucket == FileStore.BUCKET:  # a key is an absolute path: name the call as ingest would
-                metadata = {"call-id": self.opts.call_ids.get(ref.key) or Path(ref.key).stem, **metadata}
-            payload = encode(AudioArrived(object=ref, metadata=metadata))
-            outcome = self.router.route(payload, ref.key.encode(), seen=done)
+            received = self.arrival(ref)
+            outcome = self.router.route(received.payload, received.key, seen=done)
             summary.calls += 1
-            if isinstance(outcome, Routed):
+            records = plan_route(outcome, received, self.writer)
+            dead += letters(records)
+            if isinstance(outcome, Routed) and not letters(records):
                 routed.append(outcome.call)
-            elif isinstance(outcome, Dead):
-                dead.append(outcome.letter)
-            else:
+            elif isinstance(outcome, Skipped):
                 summary.skipped_done += 1
         return routed, dead
 
@@ -163,24 +174,27 @@ class EmbeddedRunner:
             raise KeyboardInterrupt
         out.summary.speech_s += sum(b.speech_s for b in batch.stats)
         out.summary.padded_s += sum(b.computed_s for b in batch.stats)
+        received = {i.tag: Received(i.payload, i.key, i.source) for i in inputs}
         for outcome in batch.outcomes:
-            if isinstance(outcome, Dead):
-                out.letters.add(outcome.letter)
-            else:
-                self._keep(outcome, out)
+            records = plan_transcribed(outcome, received[outcome.tag], self.writer)
+            for letter in letters(records):
+                out.letters.add(letter)
+            if isinstance(outcome, Transcribed) and not letters(records):
+                self._keep(outcome, records[0], out)
 
-    def _keep(self, done: Transcribed[str], out: _Outputs) -> None:
+    def _keep(self, done: Transcribed[str], record: Record, out: _Outputs) -> None:
         # no clear-text PII at rest (redacted by the ASR stage); QA sees what the distributed QA stage sees
         transcript = done.redacted
         if self.qa is not None:  # findings first: a transcript line marks the call done
-            outcome = self.qa.evaluate(transcript, done.value, transcript.call_id.encode())
-            if isinstance(outcome, Evaluated):
-                out.write(out.findings, outcome.result)
-            else:
-                out.letters.add(outcome.letter)  # the transcript is still kept, as on asr.transcripts
+            outcome = self.qa.evaluate(transcript, record.value, record.key)
+            for found in plan_evaluated(outcome, Received(record.value, record.key), self.writer):
+                if found.letter is not None:
+                    out.letters.add(found.letter)  # the transcript is still kept, as on asr.transcripts
+                else:
+                    _write_line(out.findings, found.value)
         if self.opts.redact_audio is not None:  # before the transcript line: a rerun writes a missing copy
             self._redact(done, out.summary)
-        out.write(out.transcripts, transcript)
+        _write_line(out.transcripts, record.value)
         out.summary.transcribed += 1
         out.summary.audio_s += done.call.duration_s
 
@@ -353,7 +367,11 @@ def repair_tail(path: Path) -> int:
 
 
 def _write(out: IO[bytes], event: Any) -> None:
-    out.write(encode(event) + b"\n")  # one line per event, synced: a crash leaves at most a partial tail
+    _write_line(out, encode(event))
+
+
+def _write_line(out: IO[bytes], value: bytes) -> None:
+    out.write(value + b"\n")  # one line per event, synced: a crash leaves at most a partial tail
     out.flush()
     os.fsync(out.fileno())
 

@@ -6,7 +6,7 @@ processes share the arrival partitions (one consumer group); the app runs with
 
 De-duplication: every routed object version leaves a marker on the compacted topic
 ``router.seen``, produced in the same transaction as the RoutedCall and the input
-offset (see :func:`pipeline.adapters.faust_app.send_in_source_transaction`), so a killed
+offset (see :func:`pipeline.adapters.faust_app.send_all_in_source_transaction`), so a killed
 router re-routes nothing twice and loses nothing. A Faust Table was tried first:
 its changelog writes committed in a transaction of their own, and a SIGKILL test
 then lost 35 of 300 arrivals (marked seen, never routed). Arrivals of one object land
@@ -25,13 +25,11 @@ import asyncio
 import time
 
 import faust
-from prometheus_client import Counter, Histogram
 
 from pipeline.adapters.faust_app import (
     create_faust_app,
     on_commit,
     send_all_in_source_transaction,
-    send_in_source_transaction,
     stop_transactions_of_lost_partitions,
     watch_health,
 )
@@ -39,27 +37,17 @@ from pipeline.adapters.minio_store import retrying_store
 from pipeline.catalog import load_catalog
 from pipeline.config import Settings
 from pipeline.errors import StackError
-from pipeline.events import SourcePosition, encode
-from pipeline.logs import get_logger
-from pipeline.ops.dlq import stamped
-from pipeline.ops.headers import REPLAY_GENERATION, addressed_to, int_header
+from pipeline.events import SourcePosition
 from pipeline.ops.health import StageHealth
 from pipeline.ops.lag_kafka import recover_progress
 from pipeline.run.router_markers import MarkerLoader
+from pipeline.run.router_step import ArrivalStep
 from pipeline.stages.markers import check_co_partitioned
-from pipeline.stages.router import ArrivalRouter, Dead, Routed, Skipped
+from pipeline.stages.outputs import SEEN, Received, Writer
+from pipeline.stages.router import ArrivalRouter
 from pipeline.stages.routing import Buckets
-from pipeline.stages.sizes import MessageLimits, too_large_letter
+from pipeline.stages.sizes import MessageLimits
 from pipeline.stages.storage import ObjectStore
-
-log = get_logger("callqa.router")
-
-ROUTED = Counter("callqa_router_routed_total", "Recordings routed", ["bucket"])
-DEAD = Counter("callqa_router_dead_lettered_total", "Arrivals dead-lettered", ["reason"])
-SKIPPED = Counter("callqa_router_skipped_total", "Arrivals skipped", ["why"])
-AUDIO_S = Counter("callqa_router_audio_seconds_total", "Audio seconds routed", ["bucket"])
-PROBE_S = Histogram("callqa_router_probe_seconds", "Probe latency",
-                    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5))
 
 
 def create_app(settings: Settings, app_id: str = "callqa-router", health: StageHealth | None = None,
@@ -80,10 +68,6 @@ def create_app(settings: Settings, app_id: str = "callqa-router", health: StageH
     # the router owning arrivals partition p (and its markers) also takes router.retry partition p.
     arrivals = app.topic(arrivals_name, retry_name, key_type=bytes, value_type=bytes,
                          key_serializer="raw", value_serializer="raw")
-    bucket_topics = {
-        name: app.topic(topic, key_serializer="raw", value_serializer="raw") for name, topic in bucket_names.items()
-    }
-    dlq = app.topic(settings.topic("router.dlq"), key_serializer="raw", value_serializer="raw")
     limits = MessageLimits.from_catalog(load_catalog(settings.bucket_names))
     markers = MarkerLoader(settings, seen_topic, arrivals_name)  # identity of a routed object version → when
     # Progress stamps on routed calls (what `callqa lag` reads); totals resume from the topics.
@@ -118,53 +102,29 @@ def create_app(settings: Settings, app_id: str = "callqa-router", health: StageH
         accept_buckets=frozenset([settings.recordings_bucket]),
     )
 
+    step = ArrivalStep(router, Writer(limits, app_id, None, settings.topic), progress, retry_name)
+
     @app.agent(arrivals)
     async def route(stream: faust.Stream) -> None:
         loop = asyncio.get_running_loop()
         async for event in stream.events():
             msg = event.message
-            position = SourcePosition(topic=msg.topic, partition=msg.partition, offset=msg.offset)
-            started = time.perf_counter()
-            if msg.topic == retry_name and not addressed_to(event.headers, app_id):
+            if not step.wanted(msg.topic, event.headers):
                 continue  # a redrive for another router group
-            generation = int_header(event.headers, REPLAY_GENERATION)
+            started = time.perf_counter()
+            received = Received(event.value, event.key,
+                                SourcePosition(topic=msg.topic, partition=msg.partition, offset=msg.offset),
+                                event.headers)
             seen = await markers.seen(msg.partition)  # routing waits until the partition's markers are in
-            outcome = await loop.run_in_executor(None, router.route, event.value, event.key, seen, position,
-                                                 generation)
-            bound = log.bind(topic=msg.topic, partition=msg.partition, offset=msg.offset)
-            if isinstance(outcome, Routed):  # a RoutedCall carries the arrival's metadata: it may not fit
-                value = encode(outcome.call)
-                if not limits.fits(f"audio.bucket.{outcome.call.bucket}", outcome.call.call_id.encode(), value):
-                    outcome = Dead(too_large_letter(
-                        stage="router", topic=bucket_topics[outcome.call.bucket].get_topic_name(),
-                        size_bytes=len(value), limit_bytes=limits.limit(f"audio.bucket.{outcome.call.bucket}"),
-                        payload=event.value, key=event.key, source=position))
-            if isinstance(outcome, Routed):
-                call = outcome.call
-                out_topic = bucket_topics[call.bucket].get_topic_name()
-                stamp = progress.stamp(out_topic, outcome.partition, call.duration_s)
-                routed_at = time.time()
-                # the call and its marker in the arrival's transaction, one wait for both deliveries
+            outcome = await loop.run_in_executor(None, step.route, received, seen)
+            records = step.plan(outcome, received)
+            if records:  # a routed call and its marker: in the arrival's transaction, one wait for both deliveries
                 await send_all_in_source_transaction(app, msg, [
-                    (out_topic, call.call_id.encode(), value, outcome.partition, stamp.to_headers()),
-                    (seen_topic, outcome.dedup_key.encode(), str(routed_at).encode(), msg.partition, None)])
-                markers.sent(msg.partition, outcome.dedup_key, msg.offset)  # pending until committed
-                ROUTED.labels(call.bucket).inc()
-                AUDIO_S.labels(call.bucket).inc(call.duration_s)
-                PROBE_S.observe(call.probe_ms / 1000)
-                bound.info("call_routed", call_id=call.call_id, bucket=call.bucket,
-                           out_partition=outcome.partition, duration_s=round(call.duration_s, 2),
-                           probe_ms=call.probe_ms, total_ms=round((time.perf_counter() - started) * 1000, 2))
-            elif isinstance(outcome, Dead):
-                letter = stamped(outcome.letter, event.headers, app_id)
-                value = limits.letter("router.dlq", event.key, letter)
-                await send_in_source_transaction(app, msg, dlq.get_topic_name(), event.key, value, None)
-                DEAD.labels(letter.reason).inc()
-                bound.warning("arrival_dead_lettered", reason=letter.reason, message=letter.message[:2000],
-                              letter_bytes=len(value))
-            elif isinstance(outcome, Skipped):
-                SKIPPED.labels(outcome.why).inc()
-                bound.debug("arrival_skipped", why=outcome.why)
+                    (settings.topic(r.topic), r.key, r.value, r.partition, list(r.headers) or None) for r in records])
+            for record in records:
+                if record.topic == SEEN and record.key is not None:
+                    markers.sent(msg.partition, record.key.decode(), msg.offset)  # pending until committed
+            step.account(outcome, records, received, started)
 
     return app
 

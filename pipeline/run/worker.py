@@ -36,8 +36,8 @@ from pipeline.adapters.minio_store import retrying_store
 from pipeline.catalog import load_catalog
 from pipeline.config import Settings
 from pipeline.errors import CallQAError
+from pipeline.headers import addressed_elsewhere
 from pipeline.logs import get_logger
-from pipeline.ops.headers import addressed_elsewhere
 from pipeline.ops.health import StageHealth
 from pipeline.run.worker_commit import BatchCommitter
 from pipeline.run.worker_metrics import WorkerMetrics
@@ -46,6 +46,7 @@ from pipeline.stages.batching import BatchBudget
 from pipeline.stages.checkpoint import Checkpoint, Position
 from pipeline.stages.deadline import RtfxEstimate
 from pipeline.stages.gather import Gatherer, Queued
+from pipeline.stages.outputs import Writer
 from pipeline.stages.replay_bound import ReplayTally, StopOffsets
 from pipeline.stages.retry import RetryInterrupted, interruptible_sleep
 from pipeline.stages.sizes import MessageLimits
@@ -185,20 +186,16 @@ class AsrWorker:
         self._new_consumer()
 
     def _committer(self, consumer: Any, new_producer: Any) -> BatchCommitter:
-        raw_topic = self.settings.topic("asr.transcripts.raw") if self.settings.publish_raw_transcripts else None
+        writer = Writer(self.limits, self.group_id, self.opts.replay_id, self.settings.topic)
         return BatchCommitter(
             consumer,
             new_producer,
             self.checkpoint,
-            self.output_topic,
-            self.dlq_topic,
+            writer,
             self.metrics,
-            self.limits,
-            raw_topic,
+            self.settings.publish_raw_transcripts,
             self.stopping,
             rejoin=self._rejoin,
-            group=self.group_id,
-            replay_id=self.opts.replay_id,
         )
 
     def _new_producer(self) -> Producer:

@@ -13,20 +13,17 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from pipeline.events import SourcePosition, encode
+from pipeline.events import SourcePosition
 from pipeline.logs import get_logger
-from pipeline.ops.dlq import stamped
 from pipeline.run.worker_metrics import WorkerMetrics
-from pipeline.stages.asr import AsrBatch, Transcribed
+from pipeline.stages.asr import AsrBatch, AsrOutcome
 from pipeline.stages.checkpoint import Checkpoint, CommitPlan, Position
 from pipeline.stages.gather import position_of
-from pipeline.stages.outcomes import Dead
-from pipeline.stages.sizes import MessageLimits, too_large_letter
+from pipeline.stages.outputs import Received, Record, Writer, plan_transcribed
 
 log = get_logger("callqa.worker")
 REWIND_ATTEMPTS = 3  # tries to read the committed offsets (30 s each) before a fresh consumer
@@ -58,12 +55,12 @@ class GroupConsumer(Protocol):
     def get_watermark_offsets(self, partition: TopicPartition, cached: bool = False) -> tuple[int, int]: ...
 
 
-@dataclass(frozen=True)
-class _Publish:
-    """A transcript to produce: its outcome and its redacted, encoded value (made on the compute thread)."""
-
-    done: Transcribed[Any]
-    value: bytes
+def received_of(msg: Any) -> Received:
+    """The input message as the output planner sees it (a confluent-kafka ``Message``)."""
+    topic, partition, offset = position_of(msg)
+    return Received(
+        msg.value() or b"", msg.key(), SourcePosition(topic=topic, partition=partition, offset=offset), msg.headers()
+    )
 
 
 class BatchCommitter:
@@ -72,21 +69,17 @@ class BatchCommitter:
         consumer: GroupConsumer,
         new_producer: Callable[[], TransactionalProducer],
         checkpoint: Checkpoint,
-        output_topic: str,
-        dlq_topic: str,
+        writer: Writer,
         metrics: WorkerMetrics,
-        limits: MessageLimits,
-        raw_topic: str | None = None,
+        raw: bool = False,
         stopping: threading.Event | None = None,
         rejoin: Callable[[KafkaError], None] | None = None,
-        group: str = "",
-        replay_id: str | None = None,
     ) -> None:
         self.consumer, self.new_producer, self.checkpoint = consumer, new_producer, checkpoint
-        self.output_topic, self.dlq_topic, self.metrics = output_topic, dlq_topic, metrics
-        self.limits, self.raw_topic = limits, raw_topic  # raw_topic: clear-text copies, only when configured
+        # limits, topic names, and the group and replay id recorded in each letter (a redrive comes back here)
+        self.writer, self.metrics = writer, metrics
+        self.raw = raw  # clear-text copies to asr.transcripts.raw, only when configured
         self.stopping = stopping or threading.Event()
-        self.group, self.replay_id = group, replay_id  # recorded in each letter: a redrive comes back here
         self.rejoin = rejoin  # replaces the consumer with a fresh member (the worker's); None: raise instead
         self.producer = new_producer()
         self.closing: list[threading.Thread] = []  # replaced producers being closed
@@ -99,44 +92,38 @@ class BatchCommitter:
             log.info("batch_partly_dropped", revoked=plan.stale, already_committed=plan.behind)
         if not plan.offsets:
             return True
-        kept = [self._fitting(o) for o in batch.outcomes if position_of(o.tag) in plan.keep]
+        kept = [o for o in batch.outcomes if position_of(o.tag) in plan.keep]
+        records = self.records(kept)
         try:
-            self._transaction(plan, kept)
+            self._transaction(plan, records)
         except KafkaException as exc:
             self.recover(exc)
             return False
         self.checkpoint.committed(plan)
-        dead = [o for o in kept if isinstance(o, Dead)]
+        dead = [(r, o) for r, o in records if r.letter is not None]
         self.metrics.committed(len(kept) - len(dead), len(dead))
         self._report_lag(plan.offsets)
-        for d in dead:
-            topic, partition, offset = position_of(d.tag)
+        for record, outcome in dead:
+            topic, partition, offset = position_of(outcome.tag)
             log.warning(
                 "call_dead_lettered",
-                call_id=d.letter.original_key,
-                reason=d.letter.reason,
+                call_id=record.letter.original_key if record.letter else None,
+                reason=record.letter.reason if record.letter else None,
                 partition=partition,
                 offset=offset,
             )
         return True
 
-    def _transaction(self, plan: CommitPlan, kept: list[_Publish | Dead[Any]]) -> None:
+    def records(self, outcomes: Sequence[AsrOutcome[Any]]) -> list[tuple[Record, AsrOutcome[Any]]]:
+        """What the transaction writes, per message (call ids may repeat in a batch): the outputs, then
+        the letters. A letter the broker refuses fails commit_transaction: the batch is aborted and read again."""
+        planned = [(r, o) for o in outcomes for r in plan_transcribed(o, received_of(o.tag), self.writer, self.raw)]
+        return sorted(planned, key=lambda ro: ro[0].letter is not None)
+
+    def _transaction(self, plan: CommitPlan, records: list[tuple[Record, AsrOutcome[Any]]]) -> None:
         self.producer.begin_transaction()
-        for outcome in kept:  # per message: call ids may repeat in a batch
-            if isinstance(outcome, _Publish):
-                key = outcome.done.transcript.call_id.encode()
-                self.producer.produce(self.output_topic, key=key, value=outcome.value)
-                if self.raw_topic:  # clear text, only where an operator turned it on
-                    raw = encode(outcome.done.transcript)
-                    if self.limits.fits("asr.transcripts.raw", key, raw):
-                        self.producer.produce(self.raw_topic, key=key, value=raw)
-        for outcome in kept:
-            if isinstance(outcome, Dead):
-                # who failed it, its attempts and headers (for a redrive); cut to fit asr.dlq. A letter
-                # the broker refuses fails commit_transaction: the batch is aborted and read again.
-                letter = stamped(outcome.letter, outcome.tag.headers(), self.group, self.replay_id)
-                key = outcome.tag.key()
-                self.producer.produce(self.dlq_topic, key=key, value=self.limits.letter("asr.dlq", key, letter))
+        for record, _ in records:
+            self.producer.produce(self.writer.topic_name(record.topic), key=record.key, value=record.value)
         _with_deadline(
             self.producer.send_offsets_to_transaction,
             [TopicPartition(t, p, o) for (t, p), o in plan.offsets.items()],
@@ -144,29 +131,6 @@ class BatchCommitter:
             30,
         )
         _with_deadline(self.producer.commit_transaction, 30)
-
-    def _fitting(self, outcome: Any) -> _Publish | Dead[Any]:
-        """A transcript (redacted and encoded on the compute thread) to send; one over its topic's
-        size limit becomes a dead letter (``output_too_large``) with its small input: producing it
-        would fail the transaction, abort and rewind for ever."""
-        if not isinstance(outcome, Transcribed):
-            return outcome  # type: ignore[no-any-return]
-        if self.limits.fits("asr.transcripts", outcome.redacted.call_id.encode(), outcome.value):
-            return _Publish(outcome, outcome.value)
-        msg = outcome.tag
-        topic, partition, offset = position_of(msg)
-        return Dead(
-            too_large_letter(
-                stage="asr",
-                topic=self.output_topic,
-                size_bytes=len(outcome.value),
-                limit_bytes=self.limits.limit("asr.transcripts"),
-                payload=msg.value(),
-                key=msg.key(),
-                source=SourcePosition(topic=topic, partition=partition, offset=offset),
-            ),
-            msg,
-        )
 
     def _report_lag(self, committed: dict[tuple[str, int], int]) -> None:
         for (topic, partition), offset in committed.items():

@@ -19,7 +19,16 @@ from typing import Generic, Protocol
 from pipeline.asr.audio import CallAudio
 from pipeline.asr.transcript import BatchStats, CallTranscript
 from pipeline.errors import DecodeError
-from pipeline.events import DeadLetter, ReasonCode, RoutedCall, SourcePosition, Transcript, decode, encode
+from pipeline.events import (
+    DeadLetter,
+    ReasonCode,
+    RoutedCall,
+    SourcePosition,
+    Transcript,
+    UnsupportedSchemaVersion,
+    decode,
+    encode,
+)
 from pipeline.stages.outcomes import Dead, Tag
 from pipeline.stages.redaction import redact_transcript
 from pipeline.stages.transcript_event import to_transcript
@@ -46,6 +55,7 @@ class AsrInput(Generic[Tag]):
     source: SourcePosition | None
     call: RoutedCall | None
     error: str | None = None
+    error_reason: ReasonCode = "malformed_event"  # unsupported_schema: a major version this code does not read
 
     @classmethod
     def of(
@@ -57,12 +67,18 @@ class AsrInput(Generic[Tag]):
     ) -> AsrInput[Tag]:
         try:
             return cls(tag, payload, key, source, decode(payload, RoutedCall))
+        except UnsupportedSchemaVersion as exc:  # the reason the router gives the same event
+            return cls(tag, payload, key, source, None, str(exc), "unsupported_schema")
         except DecodeError as exc:
             return cls(tag, payload, key, source, None, str(exc))
 
     @property
     def duration_s(self) -> float:
         return self.call.duration_s if self.call else 0.0
+
+    def undecodable(self) -> Dead[Tag]:
+        """The letter of an input whose event did not decode (the one place its reason is chosen)."""
+        return self.dead(self.error_reason, self.error or "undecodable")
 
     def dead(self, reason: ReasonCode, message: str, attempts: int = 1) -> Dead[Tag]:
         return Dead(
@@ -151,7 +167,7 @@ class AsrStage:
 
     def prepare(self, inputs: Sequence[AsrInput[Tag]]) -> Prepared[Tag]:
         """Undecodable events are ``malformed_event``; the rest are fetched and decoded."""
-        dead: list[Dead[Tag]] = [i.dead("malformed_event", i.error or "undecodable") for i in inputs if i.call is None]
+        dead: list[Dead[Tag]] = [i.undecodable() for i in inputs if i.call is None]
         results = self.fetcher.fetch([i for i in inputs if i.call is not None])
         return Prepared(
             list(inputs),

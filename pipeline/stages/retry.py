@@ -21,9 +21,8 @@ from typing import TypeVar, cast
 
 from tenacity import RetryCallState, Retrying, retry_if_exception, wait_random_exponential
 
-from pipeline.errors import CallQAError
 from pipeline.events import ObjectRef
-from pipeline.stages.storage import ObjectInfo, ObjectStore, ObjectWriter, StorageError
+from pipeline.stages.storage import NoOutcome, ObjectInfo, ObjectStore, ObjectWriter, StorageError
 
 T = TypeVar("T")
 
@@ -34,7 +33,7 @@ class StorageUnavailable(StorageError):
     transient = False  # the deadline is spent: retrying it again would be a second layer
 
 
-class RetryInterrupted(CallQAError):
+class RetryInterrupted(NoOutcome):
     """The process is stopping while it waited for storage: the call has no outcome (it is read again)."""
 
 

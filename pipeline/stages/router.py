@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Container
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Literal
 
 from pipeline.errors import DecodeError, SkipEvent
 from pipeline.events import (
@@ -43,9 +43,7 @@ from pipeline.stages.routing import (
     call_id_for,
     parse_roles,
 )
-from pipeline.stages.storage import MissingObject, ObjectChanged, ObjectStore, StorageError
-
-T = TypeVar("T")
+from pipeline.stages.storage import MissingObject, ObjectChanged, ObjectStore, StorageError, storage_call
 
 
 @dataclass(frozen=True)
@@ -118,7 +116,7 @@ class ArrivalRouter:
             return dead("internal_error", f"{type(exc).__name__}: {exc}")
 
     def _route(self, arrival: AudioArrived, seen: Container[str], generation: int = 0) -> Outcome:
-        info = _storage_call(self.store.stat, arrival.object)
+        info = storage_call(self.store.stat, arrival.object)
         # Content identity: a re-put of unchanged bytes is a new version with the same etag.
         ref = ObjectRef(
             bucket=arrival.object.bucket,
@@ -157,7 +155,7 @@ class ArrivalRouter:
     def _probe(self, ref: ObjectRef, size_bytes: int) -> AudioInfo:
         if size_bytes == 0:
             raise ProbeError("empty_object", "the object is empty")
-        head = _storage_call(self.store.read, ref, 0, min(HEAD_BYTES, size_bytes))
+        head = storage_call(self.store.read, ref, 0, min(HEAD_BYTES, size_bytes))
         try:
             return probe_head(head, size_bytes)
         except NeedsFullRead:
@@ -166,14 +164,4 @@ class ArrivalRouter:
             raise ProbeError(
                 "too_long", f"{size_bytes} bytes needs a full read, above the {self.full_read_cap_bytes}-byte cap"
             )
-        return probe_full(head if len(head) >= size_bytes else _storage_call(self.store.read, ref))
-
-
-def _storage_call(call: Callable[..., T], *args: Any) -> T:
-    """A store call whose every failure is a StorageError: clients raise more than they document."""
-    try:
-        return call(*args)
-    except StorageError:
-        raise
-    except Exception as exc:
-        raise StorageError(f"{type(exc).__name__}: {exc}") from exc
+        return probe_full(head if len(head) >= size_bytes else storage_call(self.store.read, ref))

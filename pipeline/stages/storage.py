@@ -6,8 +6,9 @@ Adapters: :mod:`pipeline.adapters.minio_store` (MinIO/S3) and
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
 from pipeline.errors import CallQAError
 from pipeline.events import ObjectRef
@@ -17,6 +18,10 @@ class StorageError(CallQAError):
     """Storage could not be reached or answered with an error; worth retrying unless ``transient`` is false."""
 
     transient = True
+
+
+class NoOutcome(CallQAError):
+    """The process is stopping while it waited for storage: the call gets no outcome (it is read again)."""
 
 
 class MissingObject(StorageError):
@@ -60,3 +65,18 @@ class ObjectWriter(Protocol):
     ) -> ObjectInfo:
         """Store ``data`` under ``bucket/key`` (replacing what is there); the stored object's size, etag, version."""
         ...
+
+
+T = TypeVar("T")
+
+
+def storage_call(call: Callable[..., T], *args: Any) -> T:
+    """A store call whose every failure is a StorageError, for every store (clients raise more than they
+    document: a local file's PermissionError, a socket error): the one place store errors are classified,
+    so the router and the fetch give the same failure the same reason (``fetch_failed``)."""
+    try:
+        return call(*args)
+    except (StorageError, NoOutcome):
+        raise
+    except Exception as exc:
+        raise StorageError(f"{type(exc).__name__}: {exc}") from exc

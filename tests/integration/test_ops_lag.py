@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.config import Settings
-from pipeline.ops.headers import Stamp
+from pipeline.headers import Stamp
 from pipeline.ops.lag import exit_code
 from tests import audio
 from tests.kafka_helpers import consume

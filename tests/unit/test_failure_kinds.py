@@ -1,10 +1,13 @@
-"""Every failure kind through both runners: the Kafka worker + Faust QA mapping, and the embedded runner.
+"""Every failure kind through every runner: the Faust router and QA steps, the Kafka worker, and the embedded runner.
 
-One list of cases; each runs the same routed-call events (what audio.bucket.* carries)
-through the distributed path (the real worker with fake Kafka clients, its transaction
-outputs then through the QA stage's output mapping) and through the embedded runner,
-and both must give the same transcripts, findings and dead letters (reason and stage).
-Files are real and decoded for real; the engine is a small fake, so a case can make it fail.
+One table of cases. A case gives either recordings (arrivals, as ``callqa ingest`` publishes
+them) or routed-call events (what audio.bucket.* carries, to reach the ASR stage with what the
+router would not pass). The distributed path runs the router's per-event step, the real worker
+with fake Kafka clients, then the QA agent's per-event step, each writing what the shared output
+planner (:mod:`pipeline.stages.outputs`) plans; the embedded runner runs the same inputs. Both
+must give the same transcripts, findings and dead letters (call, reason and stage), including
+outputs over their topic's size limit. Files are real and decoded for real; the engine is a
+small fake, so a case can make it fail.
 """
 
 from __future__ import annotations
@@ -20,18 +23,25 @@ import soundfile as sf
 from confluent_kafka import TopicPartition
 
 from pipeline.adapters.file_store import FileStore
+from pipeline.catalog import load_catalog
 from pipeline.config import Settings
-from pipeline.events import DeadLetter, QAResult, RoutedCall, Transcript, decode, encode
+from pipeline.events import AudioArrived, DeadLetter, QAResult, RoutedCall, SourcePosition, Transcript, decode, encode
+from pipeline.headers import PartitionProgress
 from pipeline.qa import CallTextError, QAEngine, load_packs
 from pipeline.qa.model import CallQAResult
 from pipeline.run.embedded import DEAD_LETTERS, FINDINGS, TRANSCRIPTS, EmbeddedRunner, RunOptions
-from pipeline.run.qa import output_of
+from pipeline.run.qa_step import TranscriptStep
+from pipeline.run.router_step import ArrivalStep
 from pipeline.run.worker import AsrWorker, WorkerOptions
 from pipeline.stages.batching import BatchBudget
+from pipeline.stages.outputs import Received, Writer
 from pipeline.stages.qa import QaStage
+from pipeline.stages.router import ArrivalRouter
 from pipeline.stages.routing import Buckets
+from pipeline.stages.sizes import MessageLimits
 from tests.fakes import FakeConsumer, FakeEngine, FakeMessage, FakeProducer
 
+BUCKETS = Buckets((30.0,), ("short", "long"))
 Outputs = tuple[frozenset[str], frozenset[str], frozenset[tuple[str | None, str, str]]]
 
 
@@ -56,6 +66,8 @@ class Case:
     expect: Outputs
     engine_fails: Callable[[str], bool] = lambda call_id: False
     qa_fails: dict[str, Exception] = field(default_factory=dict)
+    files: Callable[[Path], list[Path]] | None = None  # recordings instead: they enter at the router
+    limits: dict[str, int] = field(default_factory=dict)  # topic size limits that differ from the catalog's
 
 
 def wav(folder: Path, name: str, data: bytes | None = None) -> Path:
@@ -129,11 +141,63 @@ CASES = [
         (ids("a"), ids("a"), frozenset({(None, "malformed_event", "asr")})),
     ),
     Case(
-        "unknown schema version",
+        "unknown schema version",  # the reason the router gives it too
         lambda d: [good(d, "a"), orjson.dumps({**orjson.loads(good(d, "v9")), "schema_version": "9.0"})],
-        (ids("a"), ids("a"), frozenset({(None, "malformed_event", "asr")})),
+        (ids("a"), ids("a"), frozenset({(None, "unsupported_schema", "asr")})),
+    ),
+    Case(
+        "object the store cannot read",  # an OSError that is no missing file: the router's fetch_failed
+        lambda d: [good(d, "a"), event(_folder(d, "locked.wav"), "locked")],
+        (ids("a"), ids("a"), frozenset({("locked", "fetch_failed", "asr")})),
+    ),
+    Case(
+        "recordings that do not route",
+        lambda d: [],
+        (
+            ids("a"),
+            ids("a"),
+            frozenset(
+                {
+                    ("empty", "empty_object", "router"),
+                    ("text", "not_audio", "router"),
+                    ("locked", "fetch_failed", "router"),
+                }
+            ),
+        ),
+        files=lambda d: [
+            wav(d, "a.wav"),
+            wav(d, "empty.wav", b""),
+            wav(d, "text.wav", b"hello, not audio" * 64),
+            _folder(d, "locked.wav"),
+        ],
+    ),
+    Case(
+        "routed call over its bucket topic's limit",
+        lambda d: [],
+        (ids(), ids(), frozenset({("a", "output_too_large", "router")})),
+        files=lambda d: [wav(d, "a.wav")],
+        limits={"audio.bucket.short": 1100},
+    ),
+    Case(
+        "transcript over its topic's limit",  # dead at ASR: no QA on a transcript that was not written
+        lambda d: [good(d, "a")],
+        (ids(), ids(), frozenset({("a", "output_too_large", "asr")})),
+        limits={"asr.transcripts": 1100},
+    ),
+    Case(
+        "finding over its topic's limit",  # the transcript is still written
+        lambda d: [good(d, "a")],
+        (ids("a"), ids(), frozenset({("a", "output_too_large", "qa")})),
+        limits={"qa.findings": 1100},
     ),
 ]
+
+
+def _folder(d: Path, name: str) -> Path:
+    """A path the local store stats but cannot read (a directory): reading it raises IsADirectoryError."""
+    path = d / name
+    path.mkdir()
+    return path
 
 
 def letter_ids(letters: list[DeadLetter]) -> frozenset[tuple[str | None, str, str]]:
@@ -144,14 +208,50 @@ def letter_ids(letters: list[DeadLetter]) -> frozenset[tuple[str | None, str, st
 def _call_id(letter: DeadLetter) -> str | None:
     try:
         payload = letter.original_payload
+        if letter.stage == "router":
+            arrival = decode(payload, AudioArrived)
+            return arrival.metadata.get("call-id") or Path(arrival.object.key).stem
         return decode(payload, Transcript).call_id if letter.stage == "qa" else decode(payload, RoutedCall).call_id
     except Exception:  # noqa: BLE001 - an undecodable original: no call id
         return None
 
 
-def distributed(payloads: list[bytes], engine: FakeEngine, qa: QAEngine) -> Outputs:
+def limits_of(case: Case) -> MessageLimits:
+    return MessageLimits({**MessageLimits.from_catalog(load_catalog(BUCKETS.names)).by_topic, **case.limits})
+
+
+def embedded_runner(out: Path, engine: FakeEngine, qa: QAEngine, limits: MessageLimits) -> EmbeddedRunner:
+    opts = RunOptions(out_dir=out, buckets=BUCKETS, budget=BatchBudget(8, 240.0), limits=limits)
+    return EmbeddedRunner(opts, FileStore(), engine, qa)
+
+
+def routed(
+    files: list[Path], limits: MessageLimits, arrival: Callable[[Path], Received]
+) -> tuple[list[bytes], list[DeadLetter]]:
+    """The recordings through the Faust router's step: the bucket records and the router's letters."""
+    router = ArrivalRouter(store=FileStore(), buckets=BUCKETS, partitions_of=lambda bucket: 1, max_duration_s=3600)
+    step = ArrivalStep(router, Writer(limits, "callqa-router"), PartitionProgress(), "router.retry")
+    events, letters = [], []
+    for offset, path in enumerate(files):
+        received = arrival(path)
+        received = Received(
+            received.payload, received.key, SourcePosition(topic="audio.arrivals", partition=0, offset=offset)
+        )
+        for record in step.plan(step.route(received, set()), received):
+            if record.letter is not None:
+                letters.append(record.letter)
+            elif record.topic.startswith("audio.bucket."):
+                assert record.topic == "audio.bucket.short" and record.headers  # stamped with progress
+                events.append(record.value)
+    return events, letters
+
+
+def distributed(
+    payloads: list[bytes], engine: FakeEngine, qa: QAEngine, limits: MessageLimits, letters: list[DeadLetter]
+) -> Outputs:
     topic = "audio.bucket.short"
     worker = AsrWorker(Settings(), WorkerOptions(bucket="short", window_ms=1, max_calls=8), engine, store=FileStore())
+    worker.limits = limits
     consumer = FakeConsumer(
         queue=[FakeMessage(topic, 0, i, p, None) for i, p in enumerate(payloads)], assigned=[(topic, 0)]
     )
@@ -166,21 +266,25 @@ def distributed(payloads: list[bytes], engine: FakeEngine, qa: QAEngine) -> Outp
         worker._close()
     produced = worker.committer.producer.produced
     transcripts = [v for t, _, v in produced if t == worker.output_topic]
-    letters = [decode(v, DeadLetter) for t, _, v in produced if t == worker.dlq_topic]
+    letters = [*letters, *(decode(v, DeadLetter) for t, _, v in produced if t == worker.dlq_topic)]
     findings = []
-    stage = QaStage(qa)
-    for value in transcripts:  # the Faust QA agent's mapping, without Faust
-        where, _, out = output_of(stage.evaluate_payload(value, None), None)
-        if where == "findings":
-            findings.append(decode(out, QAResult).call_id)
-        else:
-            letters.append(decode(out, DeadLetter))
+    step = TranscriptStep(QaStage(qa), Writer(limits, "callqa-qa"), "qa.retry")
+    for offset, value in enumerate(transcripts):  # the Faust QA agent's handling, without Faust
+        source = SourcePosition(topic="asr.transcripts", partition=0, offset=offset)
+        for record in step.handle(Received(value, None, source)):
+            if record.letter is not None:
+                letters.append(record.letter)
+            else:
+                assert record.topic == "qa.findings"
+                findings.append(decode(record.value, QAResult).call_id)
     return (frozenset(decode(v, Transcript).call_id for v in transcripts), frozenset(findings), letter_ids(letters))
 
 
-def embedded(payloads: list[bytes], engine: FakeEngine, qa: QAEngine, out: Path) -> Outputs:
-    opts = RunOptions(out_dir=out, buckets=Buckets((30.0,), ("short", "long")), budget=BatchBudget(8, 240.0))
-    EmbeddedRunner(opts, FileStore(), engine, qa).run_events(payloads)
+def embedded(runner: EmbeddedRunner, case: Case, folder: Path, out: Path) -> Outputs:
+    if case.files is not None:
+        runner.run([FileStore.ref_for(p) for p in case.files(folder)], lambda calls: lambda done: None)
+    else:
+        runner.run_events(case.events(folder))
 
     def lines(name: str) -> list[bytes]:
         path = out / name
@@ -194,10 +298,19 @@ def embedded(payloads: list[bytes], engine: FakeEngine, qa: QAEngine, out: Path)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_both_runners_give_the_same_outcome(case: Case, tmp_path: Path) -> None:
-    payloads = case.events(tmp_path)
+def test_every_runner_gives_the_same_outcome(case: Case, tmp_path: Path) -> None:
+    limits = limits_of(case)
     qa = FlakyQA(case.qa_fails)
-    got_distributed = distributed(payloads, FakeEngine(fail=case.engine_fails), qa)
-    got_embedded = embedded(payloads, FakeEngine(fail=case.engine_fails), qa, tmp_path / "out")
+    inputs, out = tmp_path / "in", tmp_path / "out"
+    inputs.mkdir()
+    runner = embedded_runner(out, FakeEngine(fail=case.engine_fails), qa, limits)
+    if case.files is not None:
+        payloads, router_letters = routed(case.files(inputs), limits, lambda p: runner.arrival(FileStore.ref_for(p)))
+    else:
+        payloads, router_letters = case.events(inputs), []
+    got_distributed = distributed(payloads, FakeEngine(fail=case.engine_fails), qa, limits, router_letters)
+    for path in list(inputs.iterdir()):  # the embedded run writes its inputs afresh
+        path.rmdir() if path.is_dir() else path.unlink()
+    got_embedded = embedded(runner, case, inputs, out)
     assert got_distributed == case.expect
     assert got_embedded == case.expect

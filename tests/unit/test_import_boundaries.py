@@ -1,4 +1,5 @@
-"""Import boundaries, measured: a module that does not itself import a framework loads none.
+"""Import boundaries, measured: a module that does not itself import a framework loads none;
+and the layers: the stages import nothing from the layers above them.
 
 Frameworks: torch, confluent_kafka, faust, aiokafka, minio. A module whose own top-level
 imports name one of them (an adapter, a runner, the engine) may load what it needs. Every
@@ -7,6 +8,11 @@ fresh interpreter, recording after each import which frameworks ``sys.modules`` 
 (imports only add modules, so a framework loaded by any of them shows up against the
 first that loads it). On a failure each offender is imported alone again, to name it
 without doubt. The table is printed (``pytest -s``).
+
+Layers, read from the source: no module under ``pipeline/stages`` imports (at top level,
+inside a function or under TYPE_CHECKING) from the runners (``run``), the adapters, the
+operator's commands (``ops``) or the command line (``cli``): a stage is used by all of them,
+so what it needs lives beside it or below it.
 """
 
 from __future__ import annotations
@@ -80,3 +86,38 @@ def test_no_module_loads_a_framework_it_does_not_import_itself() -> None:
             print(f"{name:<34} {'-':<24} {','.join(loaded) or 'none':<18} {seconds:6.2f}")
     print(f"{len(pure)} modules import no framework and load none; {len(names) - len(pure)} import one themselves")
     assert not leaks, leaks
+
+
+STAGES_MAY_NOT_IMPORT = ("pipeline.ops", "pipeline.run", "pipeline.adapters", "pipeline.cli")
+
+
+def crosses(module: str) -> bool:
+    return any(module == layer or module.startswith(layer + ".") for layer in STAGES_MAY_NOT_IMPORT)
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every module an ``import`` statement anywhere in the file names (relative ones resolved)."""
+    package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
+    named = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            named |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = package.rsplit(".", node.level - 1)[0] if node.level else ""
+            module = ".".join(p for p in (base, node.module or "") if p)
+            named.add(module)
+            if not crosses(module):  # `from pipeline import ops`: a name may be a module
+                named |= {f"{module}.{a.name}" for a in node.names}
+    return named
+
+
+def test_stages_import_no_higher_layer() -> None:
+    sources = sorted((ROOT / "pipeline" / "stages").rglob("*.py"))
+    assert len(sources) > 10, sources  # the scan reads the stages, not an empty folder
+    crossings = [
+        f"{path.relative_to(ROOT)} imports {module}"
+        for path in sources
+        for module in sorted(imported_modules(path))
+        if crosses(module)
+    ]
+    assert not crossings, crossings

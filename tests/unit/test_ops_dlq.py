@@ -3,8 +3,9 @@
 from datetime import UTC, datetime, timedelta
 
 from pipeline.events import DeadLetter, SourcePosition
-from pipeline.ops.dlq import Selection, StoredLetter, decoded_payload, failing_group, plan_redrive, stamped
-from pipeline.ops.headers import REDRIVE_ATTEMPT, REPLAY_GENERATION, RETRY_GROUP, addressed_elsewhere, addressed_to
+from pipeline.headers import REDRIVE_ATTEMPT, REPLAY_GENERATION, RETRY_GROUP, addressed_elsewhere, addressed_to
+from pipeline.ops.dlq import Selection, StoredLetter, decoded_payload, failing_group, plan_redrive
+from pipeline.stages.outputs import stamped
 
 T0 = datetime(2026, 11, 30, 23, 0, tzinfo=UTC)
 

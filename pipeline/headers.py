@@ -1,5 +1,9 @@
 """Record headers callqa writes for operations, and their encoding (pure).
 
+Bottom layer, beside :mod:`pipeline.events` (a record's value) as its headers: the stages'
+output planner stamps them, the runners read them, the operator's commands (:mod:`pipeline.ops`)
+read and write them for lag, redrive and replay.
+
 Progress stamps on every routed call (``audio.bucket.*``), written by the router:
 
 - ``callqa-cum-audio-s``: audio seconds routed to this partition up to and including this record;
@@ -96,7 +100,7 @@ class Stamp:
                 (AUDIO, f"{self.audio_s:.3f}".encode())]
 
     @classmethod
-    def from_headers(cls, headers: HeadersLike) -> "Stamp | None":
+    def from_headers(cls, headers: HeadersLike) -> Stamp | None:
         values = [header(headers, n) for n in (CUM_AUDIO, CUM_CALLS, AUDIO)]
         if any(v is None for v in values):
             return None  # not stamped (e.g. written by hand or by a redrive)
