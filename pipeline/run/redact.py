@@ -32,13 +32,13 @@ from pipeline.catalog import load_catalog
 from pipeline.config import Settings
 from pipeline.errors import ConfigError
 from pipeline.events import AudioRedacted, ObjectRef, SourcePosition, encode
+from pipeline.headers import addressed_to
 from pipeline.logs import get_logger
-from pipeline.ops.dlq import stamped
-from pipeline.ops.headers import addressed_to
 from pipeline.ops.health import StageHealth
 from pipeline.run.redacted_audio import redacted_copy
 from pipeline.stages.audio_redaction import Mode
 from pipeline.stages.outcomes import Dead
+from pipeline.stages.outputs import stamped
 from pipeline.stages.redacted_copies import (
     NothingToRedact,
     Phase,

@@ -252,7 +252,8 @@ def test_a_lossy_copy_is_named_wav_and_a_huge_or_broken_one_is_refused() -> None
 
 
 def test_a_redact_letter_is_redriven_to_redact_retry_for_the_group_that_failed_it() -> None:
-    from pipeline.ops.dlq import Selection, StoredLetter, plan_redrive, stamped
+    from pipeline.ops.dlq import Selection, StoredLetter, plan_redrive
+    from pipeline.stages.outputs import stamped
 
     letter = stamped(
         letter_for(StorageUnavailable("down"), "read", encode(transcript([CARD])), b"c7", SOURCE).letter,
