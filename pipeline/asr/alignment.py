@@ -248,8 +248,7 @@ class WordAligner:
             words: list[Word] = group_words(pieces, spaced=segments[k].language not in UNSPACED)
             called = []
             for w in words:
-                a = item.packed.to_call_s(w.start_s, "start")
-                called.append(Word(a, max(a, item.packed.to_call_s(w.end_s, "end")), w.text))
+                called.append(Word(*item.packed.span_to_call_s(w.start_s, w.end_s), w.text))
             if SNAP:
                 called = snap_to_onsets(called, item.stream, RATE)
             out[k] = tuple((round(w.start_s, 3), round(w.end_s, 3), w.text) for w in called)

@@ -148,14 +148,21 @@ def group_words(pieces: list[tuple[str, float, float]], spaced: bool) -> list[Wo
     between the piece's words.
     """
     words: list[Word] = []
+    space: float | None = None  # start of a whitespace-only piece: the next piece starts a word there
     for text, start, end in pieces:
         if spaced:
-            starts_word = text[:1].isspace() or not words
+            if not text.strip():  # the tokenizer writes " thanks" as " ", "th", "anks"
+                space = start if space is None else space
+                continue
+            starts_word = text[:1].isspace() or space is not None or not words
             if not any(ch.isalnum() for ch in text) and words:
                 starts_word = False
-            if starts_word and text.strip():
+            if space is not None and starts_word:
+                start = space  # the space token is where the model hears the word begin
+            space = None
+            if starts_word:
                 words.append(Word(start, end, text.strip()))
-            elif words:
+            else:
                 w = words[-1]
                 words[-1] = Word(w.start_s, max(w.end_s, end), w.text + text.strip())
             continue
@@ -191,14 +198,16 @@ def snap_to_onsets(
     for w in words:
         lo = max(0, int((w.start_s - back_s) * rate))
         hi = min(len(samples), int(min(w.end_s, w.start_s + ahead_s) * rate))
-        word = samples[int(w.start_s * rate) : int(w.end_s * rate)]
-        n = (hi - lo) // hop
+        end = min(len(samples), int(w.end_s * rate))
+        word = samples[int(w.start_s * rate) : end]
+        n, n_all = (hi - lo) // hop, (end - lo) // hop
         if n < 2 or word.size == 0:
             out.append(w)
             continue
-        rms = np.sqrt((samples[lo : lo + n * hop].astype(np.float64).reshape(n, hop) ** 2).mean(axis=1))
+        rms = np.sqrt((samples[lo : lo + n_all * hop].astype(np.float64).reshape(n_all, hop) ** 2).mean(axis=1))
         floor = rel * float(np.sqrt((word.astype(np.float64) ** 2).mean())) * 2
-        quiet = int(np.argmin(rms))
+        quiet = int(np.argmin(rms[:n]))
+        # the onset may lie past the search span: a start the path put early in a pause
         loud = np.flatnonzero(rms[quiet:] >= floor)
         if rms[quiet] >= floor or not loud.size:
             out.append(w)
