@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipeline.asr.dtw import Word, alignment_matrix, dtw, group_words, median_filter, token_frames
+from pipeline.asr.dtw import Word, alignment_matrix, dtw, group_words, median_filter, snap_to_onsets, token_frames
+from pipeline.asr.packing import PackedWindow, Piece
 
 
 def test_dtw_follows_the_cheap_band() -> None:
@@ -87,3 +88,46 @@ def test_words_from_chinese_pieces_one_character_each() -> None:
     words = group_words([("卡号", 0.0, 0.4), ("是", 0.4, 0.6), ("。", 0.6, 0.6), ("6222", 0.7, 1.2)], spaced=False)
     assert [w.text for w in words] == ["卡", "号", "是。", "6222"]
     assert words[0].end_s == pytest.approx(0.2) and words[1].start_s == pytest.approx(0.2)
+
+
+def test_a_whitespace_token_starts_the_next_word() -> None:
+    # the tokenizer writes " thanks" as " ", "th", "anks": the word starts at the space token
+    pieces = [(" Great", 0.0, 0.3), (" ", 0.32, 0.36), ("th", 0.36, 0.45), ("anks", 0.45, 0.7), (" a", 0.7, 0.8)]
+    words = group_words(pieces, spaced=True)
+    assert [w.text for w in words] == ["Great", "thanks", "a"]
+    assert words[1] == Word(0.32, 0.7, "thanks")
+
+
+def _speech(spans_s: list[tuple[float, float]], total_s: float, rate: int = 16_000) -> np.ndarray:
+    rng = np.random.default_rng(0)
+    x = np.zeros(int(total_s * rate), dtype=np.float32)
+    for a, b in spans_s:
+        x[int(a * rate) : int(b * rate)] = rng.uniform(-0.5, 0.5, int(b * rate) - int(a * rate))
+    return x
+
+
+def test_a_start_early_in_a_long_pause_moves_to_the_onset() -> None:
+    # a word said from 1.5 s, after a 1 s pause; the path put its start 0.5 s early (past the search span)
+    audio = _speech([(0.0, 0.5), (1.5, 2.0)], 2.5)
+    (w,) = snap_to_onsets([Word(1.0, 2.0, "code")], audio, 16_000)
+    assert w.start_s == pytest.approx(1.5, abs=0.011)
+
+
+def test_the_onset_after_a_quiet_point_may_lie_past_the_search_span() -> None:
+    # the pause (1.25-1.45 s) starts inside the span (start 1.0 + 0.35 s) but the word's onset is after it
+    audio = _speech([(0.0, 1.25), (1.45, 2.0)], 2.5)
+    (w,) = snap_to_onsets([Word(1.0, 2.0, "please")], audio, 16_000)
+    assert w.start_s == pytest.approx(1.45, abs=0.011)
+
+
+def test_words_over_a_packing_join_stay_in_their_own_piece() -> None:
+    # piece A: call 1.0-1.5 s at window 0-0.5 s (frames 0-24: a word on 10-17, then its tail of silence);
+    # a 0.3 s join; piece B: call 5.0-5.2 s at window 0.8-1.0 s (frames 40-49: a word on 42-49)
+    window = PackedWindow((Piece(16_000, 24_000, 0, 8_000), Piece(80_000, 83_200, 12_800, 3_200)))
+    scores = np.zeros((2, 3, 50))
+    scores[:, 0, 0:10] = scores[:, 1, 10:18] = scores[:, 2, 42:50] = 6.0
+    start, end = token_frames(scores, width=3)
+    spans = [window.span_to_call_s(start[i] * 0.02, end[i] * 0.02) for i in range(3)]
+    assert spans[1][1] <= 1.5  # the word in piece A ends there, not inside the other turn
+    assert spans[2][0] >= 5.0  # the word in piece B starts there, not in piece A's trailing silence
+    assert all(a <= b for a, b in spans)
