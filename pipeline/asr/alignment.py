@@ -236,6 +236,7 @@ class WordAligner:
         """Token frames -> each segment's words in call time."""
         tok = self.engine.tokenizer
         out: dict[int, tuple[tuple[float, float, str], ...]] = {}
+        placed: int | None = None  # piece of the window's last word so far
         for k in dict.fromkeys(owners):
             idx = [i for i, o in enumerate(owners) if o == k]
             pieces, unit, written = [], [], ""
@@ -246,11 +247,17 @@ class WordAligner:
                     pieces.append((text[len(written) :], start[unit[0]] * TIME_STEP_S, end[unit[-1]] * TIME_STEP_S))
                     unit, written = [], text
             words: list[Word] = group_words(pieces, spaced=segments[k].language not in UNSPACED)
-            called = []
+            called, earliest = [], []
             for w in words:
                 called.append(Word(*item.packed.span_to_call_s(w.start_s, w.end_s), w.text))
+                piece = item.packed.piece_of(w.start_s, w.end_s)
+                # the first word in a piece after a join: the word before it took the join's frames
+                # and the piece's lead-in, so its onset is searched from the piece's start
+                first = piece is not None and piece != placed
+                earliest.append(item.packed.pieces[piece].src_start / RATE if first and piece is not None else None)
+                placed = piece if piece is not None else placed
             if SNAP:
-                called = snap_to_onsets(called, item.stream, RATE)
+                called = snap_to_onsets(called, item.stream, RATE, earliest=earliest)
             out[k] = tuple((round(w.start_s, 3), round(w.end_s, 3), w.text) for w in called)
         return out
 

@@ -185,6 +185,7 @@ def snap_to_onsets(
     ahead_s: float = 0.35,
     hop_s: float = 0.01,
     rel: float = 0.1,
+    earliest: list[float | None] | None = None,
 ) -> list[Word]:
     """Word starts moved to the onset after the quietest point near them.
 
@@ -192,11 +193,15 @@ def snap_to_onsets(
     pause's frames, and some of the word before, go to the next word). Where the audio from
     ``back_s`` before to ``ahead_s`` after a start has a quiet ``hop_s`` frame (RMS under ``rel``
     of the word's loudest), the start moves to the first loud frame after the quietest one;
-    never past the word's end. Ends are left alone (the next word's onset bounds them)."""
+    never past the word's end. Ends are left alone (the next word's onset bounds them).
+    ``earliest``, per word, lets the search reach further back (a word with no word before it in
+    its stretch of audio: everything said there from that time on is this word or after it)."""
     hop = max(1, int(hop_s * rate))
     out = []
-    for w in words:
-        lo = max(0, int((w.start_s - back_s) * rate))
+    for k, w in enumerate(words):
+        first = earliest[k] if earliest is not None else None
+        back = w.start_s - back_s if first is None else min(first, w.start_s - back_s)
+        lo = max(0, int(back * rate))
         hi = min(len(samples), int(min(w.end_s, w.start_s + ahead_s) * rate))
         end = min(len(samples), int(w.end_s * rate))
         word = samples[int(w.start_s * rate) : end]

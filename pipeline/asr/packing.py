@@ -82,20 +82,25 @@ class PackedWindow:
                 return (p.src_start + t - p.dst_start) / RATE
         return self.pieces[-1].src_end / RATE
 
+    def piece_of(self, start_s: float, end_s: float) -> int | None:
+        """Index of the piece a window span overlaps most (None: it lies in a join's gap)."""
+        lo, hi = start_s * RATE, end_s * RATE
+        overlaps = [min(hi, p.dst_end) - max(lo, p.dst_start) for p in self.pieces]
+        best = max(range(len(self.pieces)), key=overlaps.__getitem__)
+        return best if overlaps[best] > 0 else None
+
     def span_to_call_s(self, start_s: float, end_s: float) -> tuple[float, float]:
         """Window span -> call span inside the one piece it overlaps most. A join stands for a
         pause, so no word runs across one: a word whose frames reach over a join (the path hands a
         gap's frames to the word before or after it) lies in the piece holding most of it, and
         its other end is cut at that piece's edge rather than mapped into another turn."""
-        lo, hi = start_s * RATE, end_s * RATE
-        overlaps = [min(hi, p.dst_end) - max(lo, p.dst_start) for p in self.pieces]
-        best = max(range(len(self.pieces)), key=overlaps.__getitem__)
-        if overlaps[best] <= 0:  # inside a gap: the nearest speech, as to_call_s does
+        best = self.piece_of(start_s, end_s)
+        if best is None:  # inside a gap: the nearest speech, as to_call_s does
             a = self.to_call_s(start_s, "start")
             return a, max(a, self.to_call_s(end_s, "end"))
         p = self.pieces[best]
-        a = (p.src_start + max(lo, p.dst_start) - p.dst_start) / RATE
-        b = (p.src_start + min(hi, p.dst_end) - p.dst_start) / RATE
+        lo, hi = max(start_s * RATE, p.dst_start), min(end_s * RATE, p.dst_end)
+        a, b = (p.src_start + lo - p.dst_start) / RATE, (p.src_start + hi - p.dst_start) / RATE
         return a, max(a, b)
 
     def joins_within(self, start_s: float, end_s: float, min_pause_s: float) -> list[int]:

@@ -131,3 +131,13 @@ def test_words_over_a_packing_join_stay_in_their_own_piece() -> None:
     assert spans[1][1] <= 1.5  # the word in piece A ends there, not inside the other turn
     assert spans[2][0] >= 5.0  # the word in piece B starts there, not in piece A's trailing silence
     assert all(a <= b for a, b in spans)
+
+
+def test_the_first_word_of_a_piece_is_searched_from_the_piece_start() -> None:
+    # a piece from 0 s, its first word said from 0.3 s; the word before it (another turn) took the
+    # join's frames and the lead-in, so the path starts this one late, at 0.55 s, inside the word
+    audio = _speech([(0.3, 0.8)], 1.2)
+    (late,) = snap_to_onsets([Word(0.55, 0.8, "the")], audio, 16_000)
+    assert late.start_s == 0.55  # nothing quiet near a start inside the word: left alone
+    (w,) = snap_to_onsets([Word(0.55, 0.8, "the")], audio, 16_000, earliest=[0.0])
+    assert w.start_s == pytest.approx(0.3, abs=0.011)

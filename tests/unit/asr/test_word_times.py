@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from pipeline.asr.alignment import WordAligner, _AlignWindow
 from pipeline.asr.audio import CallAudio
 from pipeline.asr.engine import Engine
+from pipeline.asr.packing import PackedWindow, Piece
+from pipeline.asr.transcript import Segment
 from tools.eval_words import match_errors, sentence
 
 
@@ -26,3 +29,28 @@ def test_card_words_are_timed_within_60_ms_median(engine: Engine) -> None:
         assert all(s.words[k][0] <= s.words[k + 1][0] for k in range(len(s.words) - 1))
     errors = match_errors([w for s in timed for w in s.words], truth)
     assert len(errors) >= 5 and float(np.median(errors)) <= 0.06
+
+
+def test_words_at_a_packing_join_stay_in_their_turn_and_the_next_starts_at_its_onset(engine: Engine) -> None:
+    # piece A: call 1.0-2.0 s at window 0-1.0 s (speech 1.2-1.8 s); a 0.3 s join; piece B: call
+    # 5.0-6.0 s at window 1.3-2.3 s (speech 5.3-5.8 s). The path hands the join's frames and B's
+    # lead-in to A's last token and starts B's first word late, inside it (as on tools/eval_words).
+    rng = np.random.default_rng(1)
+    stream = np.zeros(7 * 16_000, dtype=np.float32)
+    for a, b in ((1.2, 1.8), (5.3, 5.8)):
+        stream[int(a * 16_000) : int(b * 16_000)] = rng.uniform(-0.5, 0.5, int((b - a) * 16_000))
+    packed = PackedWindow((Piece(16_000, 32_000, 0, 16_000), Piece(80_000, 96_000, 20_800, 16_000)))
+    segments = [Segment("agent", 0, 1.2, 1.8, "Hello there.", "en"), Segment("agent", 0, 5.3, 5.8, "Code", "en")]
+    tok = engine.tokenizer
+    first, second = tok.encode(" Hello there."), tok.encode(" Code")
+    assert tok.piece(first[-1:]) == "." and len(second) == 1
+    # frames of 20 ms: "Hello there" on 10-45 (window 0.2-0.9 s), "." from 0.9 s to 1.76 s,
+    # "Code" on 88-115 (window 1.76-2.3 s)
+    start = np.array([*np.linspace(10, 45, len(first), dtype=int)[:-1].tolist(), 45, 88])
+    end = np.array([*start[1:].tolist(), 115])
+    aligner = WordAligner.__new__(WordAligner)
+    aligner.engine = engine
+    item = _AlignWindow(0, 0, packed, stream, (0, 1))
+    words = aligner._words(item, segments, first + second, [0] * len(first) + [1], start, end)
+    assert words[0][-1][2] == "there." and words[0][-1][1] <= 2.0  # not mapped into the other turn
+    assert words[1][0][2] == "Code" and abs(words[1][0][0] - 5.3) <= 0.011
