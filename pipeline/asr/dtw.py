@@ -182,7 +182,7 @@ def snap_to_onsets(
     samples: np.ndarray,
     rate: int,
     back_s: float = 0.1,
-    ahead_s: float = 0.35,
+    ahead_s: float = 0.5,
     hop_s: float = 0.01,
     rel: float = 0.1,
     earliest: list[float | None] | None = None,
@@ -190,7 +190,8 @@ def snap_to_onsets(
     """Word starts moved to the onset after the quietest point near them.
 
     The path's boundaries between words come out early (on synthetic calls by about 0.18 s: a
-    pause's frames, and some of the word before, go to the next word). Where the audio from
+    pause's frames, and some of the word before, go to the next word; on tools/eval_words seed 7
+    a tenth of them by 0.35-0.6 s, so the span reaches 0.5 s ahead, not 0.35). Where the audio from
     ``back_s`` before to ``ahead_s`` after a start has a quiet ``hop_s`` frame (RMS under ``rel``
     of the word's loudest), the start moves to the first loud frame after the quietest one;
     never past the word's end. Ends are left alone (the next word's onset bounds them).
