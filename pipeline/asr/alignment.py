@@ -246,10 +246,15 @@ class WordAligner:
                     pieces.append((text[len(written) :], start[unit[0]] * TIME_STEP_S, end[unit[-1]] * TIME_STEP_S))
                     unit, written = [], text
             words: list[Word] = group_words(pieces, spaced=segments[k].language not in UNSPACED)
+            # a segment's words stay within its own padded time: two segments packed into one window
+            # (a card number, then "the code is 731" 5 s later) had the card's last digits aligned
+            # into the next segment's audio, and redaction cut 5 s of the other party's question
+            lo_s, hi_s = segments[k].start_s - PAD_S, segments[k].end_s + PAD_S
             called = []
             for w in words:
-                a = item.packed.to_call_s(w.start_s, "start")
-                called.append(Word(a, max(a, item.packed.to_call_s(w.end_s, "end")), w.text))
+                a = min(max(item.packed.to_call_s(w.start_s, "start"), lo_s), hi_s)
+                b = min(max(item.packed.to_call_s(w.end_s, "end"), a), hi_s)
+                called.append(Word(a, b, w.text))
             if SNAP:
                 called = snap_to_onsets(called, item.stream, RATE)
             out[k] = tuple((round(w.start_s, 3), round(w.end_s, 3), w.text) for w in called)

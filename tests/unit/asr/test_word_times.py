@@ -26,3 +26,17 @@ def test_card_words_are_timed_within_60_ms_median(engine: Engine) -> None:
         assert all(s.words[k][0] <= s.words[k + 1][0] for k in range(len(s.words) - 1))
     errors = match_errors([w for s in timed for w in s.words], truth)
     assert len(errors) >= 5 and float(np.median(errors)) <= 0.06
+
+
+def test_each_segments_words_stay_within_its_own_time(engine: Engine) -> None:
+    # a card number, then the security code 5 s later on the same channel: both hold PII, so both are
+    # aligned, packed into one window; the card's last digits were placed in the code's audio (+5.5 s)
+    from pipeline.asr.alignment import PAD_S
+    from tools.eval_words import english_call
+
+    stereo, _ = english_call(np.random.default_rng(8))
+    (t,) = engine.transcribe_batch([CallAudio("w2", stereo.sum(axis=0, keepdims=True), 16_000, ("mixed",))])
+    timed = [s for s in t.segments if s.words]
+    assert len(timed) >= 2, [s.text for s in t.segments]
+    for s in timed:
+        assert all(s.start_s - PAD_S <= a <= b <= s.end_s + PAD_S for a, b, _ in s.words), (s.start_s, s.end_s, s.words)
