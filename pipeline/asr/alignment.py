@@ -247,14 +247,21 @@ class WordAligner:
                     pieces.append((text[len(written) :], start[unit[0]] * TIME_STEP_S, end[unit[-1]] * TIME_STEP_S))
                     unit, written = [], text
             words: list[Word] = group_words(pieces, spaced=segments[k].language not in UNSPACED)
+            # a segment's words stay within its own padded time: two segments packed into one window
+            # (a card number, then "the code is 731" 5 s later) had the card's last digits aligned
+            # into the next segment's audio, and redaction cut 5 s of the other party's question
+            lo_s, hi_s = segments[k].start_s - PAD_S, segments[k].end_s + PAD_S
             called, earliest = [], []
             for w in words:
-                called.append(Word(*item.packed.span_to_call_s(w.start_s, w.end_s), w.text))
+                a, b = item.packed.span_to_call_s(w.start_s, w.end_s)
+                a = min(max(a, lo_s), hi_s)
+                called.append(Word(a, min(max(b, a), hi_s), w.text))
                 piece = item.packed.piece_of(w.start_s, w.end_s)
                 # the first word in a piece after a join: the word before it took the join's frames
                 # and the piece's lead-in, so its onset is searched from the piece's start
                 first = piece is not None and piece != placed
-                earliest.append(item.packed.pieces[piece].src_start / RATE if first and piece is not None else None)
+                from_s = max(lo_s, item.packed.pieces[piece].src_start / RATE) if first and piece is not None else None
+                earliest.append(from_s)
                 placed = piece if piece is not None else placed
             if SNAP:
                 called = snap_to_onsets(called, item.stream, RATE, earliest=earliest)

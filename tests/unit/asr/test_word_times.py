@@ -54,3 +54,17 @@ def test_words_at_a_packing_join_stay_in_their_turn_and_the_next_starts_at_its_o
     words = aligner._words(item, segments, first + second, [0] * len(first) + [1], start, end)
     assert words[0][-1][2] == "there." and words[0][-1][1] <= 2.0  # not mapped into the other turn
     assert words[1][0][2] == "Code" and abs(words[1][0][0] - 5.3) <= 0.011
+
+
+def test_each_segments_words_stay_within_its_own_time(engine: Engine) -> None:
+    # a card number, then the security code 5 s later on the same channel: both hold PII, so both are
+    # aligned, packed into one window; the card's last digits were placed in the code's audio (+5.5 s)
+    from pipeline.asr.alignment import PAD_S
+    from tools.eval_words import english_call
+
+    stereo, _ = english_call(np.random.default_rng(8))
+    (t,) = engine.transcribe_batch([CallAudio("w2", stereo.sum(axis=0, keepdims=True), 16_000, ("mixed",))])
+    timed = [s for s in t.segments if s.words]
+    assert len(timed) >= 2, [s.text for s in t.segments]
+    for s in timed:
+        assert all(s.start_s - PAD_S <= a <= b <= s.end_s + PAD_S for a, b, _ in s.words), (s.start_s, s.end_s, s.words)
