@@ -239,27 +239,11 @@ def _simulated_store():
 
 # --- ASR workers, QA stage, embedded mode -----------------------------------------------------
 
-def load_engine(cfg: Settings, device: str = "auto", *, initial_prompt: str | None = None, hotwords: bool = True,
-                number_languages: tuple[str, ...] | None = None):
-    """The engine with a model-batch budget fit for the device: 16 windows (480 padded seconds) on
-    CPU, where bigger batches buy nothing; 64 windows on an accelerator. The rule packs' hotwords
-    (if any) become the decoder's initial prompt. Number regions are decoded again, digit-biased, in
-    ``number_languages`` (default: the settings' ``asr_number_languages``). The packs' disclosure phrases
-    name the agent on mono calls (speaker separation)."""
-    from pipeline.asr import Engine, EngineOptions
-    from pipeline.asr.devices import resolve_device
-    from pipeline.qa.rules import agent_phrases, hotword_prompt, load_packs
+def load_engine(cfg: Settings, device: str = "auto"):
+    """The shipped engine (:mod:`pipeline.asr.presets`, with the rule packs' prompt and agent phrases)."""
+    from pipeline.run.shipped_engine import load_engine as load_shipped
 
-    windows = 16 if resolve_device(device).kind == "cpu" else 64
-    packs = load_packs(list(cfg.qa_rule_packs))
-    # a forced language takes only its own terms (a mixed prompt pulls windows towards the other language)
-    prompt = initial_prompt or (hotword_prompt(packs, cfg.asr_language) if hotwords else None)
-    return Engine.load(EngineOptions(
-        model=cfg.asr_model, cache_dir=cfg.cache_dir / "models", device=device, language=cfg.asr_language,
-        threads=cfg.asr_threads, max_batch_items=windows, max_batch_audio_s=30.0 * windows,
-        initial_prompt=prompt, agent_phrases=agent_phrases(packs),  # mono calls: who the agent is
-        number_languages=cfg.asr_number_languages if number_languages is None else number_languages,
-        word_timestamps=cfg.asr_word_timestamps))
+    return load_shipped(cfg, device)
 
 
 @app.command("prepare-model")
