@@ -33,7 +33,7 @@ _register_ops(app)
 
 def _print_version(value: bool) -> None:
     if value:
-        from pipeline.ops.versions import version_line
+        from pipeline.runtime.versions import version_line
 
         typer.echo(version_line(load_settings().asr_model))
         raise typer.Exit()
@@ -219,9 +219,9 @@ def router_cmd(app_id: Annotated[str, typer.Option(help="Faust app id (the consu
     """Run the Faust router: audio.arrivals → duration-bucket topics (several processes share the work)."""
     import faust
 
-    from pipeline.ops.endpoint import start_endpoint
-    from pipeline.ops.lag_kafka import StageSpec
     from pipeline.run.router import create_app
+    from pipeline.runtime.endpoint import start_endpoint
+    from pipeline.runtime.lag_kafka import StageSpec
 
     cfg = settings()
     health = start_endpoint(cfg, "router", [StageSpec("router", app_id, cfg.arrivals, False)])
@@ -287,9 +287,9 @@ def worker_cmd(
     import signal
 
     from pipeline.lineage import check_replay_id
-    from pipeline.ops.endpoint import start_endpoint
-    from pipeline.ops.lag_kafka import StageSpec
     from pipeline.run.worker import AsrWorker, WorkerOptions
+    from pipeline.runtime.endpoint import start_endpoint
+    from pipeline.runtime.lag_kafka import StageSpec
     from pipeline.stages.replay_bound import StopOffsets
 
     cfg = settings()
@@ -355,9 +355,9 @@ def qa_cmd(
     import faust
 
     from pipeline.lineage import check_replay_id
-    from pipeline.ops.endpoint import start_endpoint
-    from pipeline.ops.lag_kafka import StageSpec
     from pipeline.run.qa import create_app
+    from pipeline.runtime.endpoint import start_endpoint
+    from pipeline.runtime.lag_kafka import StageSpec
     from pipeline.stages.replay_bound import ReplayTally, StopOffsets
 
     cfg = settings()
@@ -397,9 +397,9 @@ def redact_cmd(
     store + its audio.redacted event (bad input: redact.dlq)."""
     import faust
 
-    from pipeline.ops.endpoint import start_endpoint
-    from pipeline.ops.lag_kafka import StageSpec
     from pipeline.run.redact import check_target, create_app
+    from pipeline.runtime.endpoint import start_endpoint
+    from pipeline.runtime.lag_kafka import StageSpec
 
     cfg = kafka_settings(settings(), bootstrap_server, command_config)
     overrides = {k: v for k, v in {"redact_bucket": bucket, "redact_prefix": prefix,

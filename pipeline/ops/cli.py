@@ -79,7 +79,7 @@ def _lag(watch: bool, as_json: bool, window_end: str | None, interval_s: float, 
 
     from pipeline.ops import lag_view
     from pipeline.ops.lag import exit_code, record_samples, summarize
-    from pipeline.ops.lag_kafka import OffsetsReader, group_specs, stage_specs
+    from pipeline.runtime.lag_kafka import OffsetsReader, group_specs, stage_specs
     from pipeline.ops.times import next_clock_time
 
     cfg = _settings(bootstrap_server, command_config)

@@ -13,7 +13,9 @@ Layers, read from the source (imports at top level, inside a function or under T
 no module under ``pipeline/stages`` imports from the runners (``run``), the adapters, the
 operator's commands (``ops``) or the command line (``cli``): a stage is used by all of them,
 so what it needs lives beside it or below it. ``pipeline/asr`` imports nothing from
-``pipeline/qa``, and ``pipeline/numbers`` (the number knowledge both share) neither of them.
+``pipeline/qa``, and ``pipeline/numbers`` (the number knowledge both share) neither of them. The
+runners (``run``), the adapters and ``pipeline/runtime`` (what running stages need: health,
+endpoint, backlog) import neither ``ops`` nor ``cli``; the adapters and runtime not ``run`` either.
 """
 
 from __future__ import annotations
@@ -99,6 +101,11 @@ MAY_NOT_IMPORT = {
     # the QA engine and its report (pipeline/qa/__init__.py) into every ASR worker
     "pipeline/asr": ("pipeline.qa",),
     "pipeline/numbers": ("pipeline.asr", "pipeline.qa"),
+    # what a running stage needs (health, endpoint, backlog, replay watch) is below the runners;
+    # the operator's commands (ops) and the command line are above everything that runs a stage
+    "pipeline/runtime": ("pipeline.ops", "pipeline.run", "pipeline.cli"),
+    "pipeline/adapters": ("pipeline.ops", "pipeline.run", "pipeline.cli"),
+    "pipeline/run": ("pipeline.ops", "pipeline.cli"),
 }
 
 
