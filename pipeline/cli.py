@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 from pipeline.config import Settings, load_settings
 from pipeline.errors import CallQAError
 from pipeline.logs import configure_logging
-from pipeline.ops.cli_common import BootstrapOpt, CommandConfigOpt, DryRunOpt, ExecuteOpt, acting, kafka_settings
+from pipeline.ops.cli_common import (
+    BootstrapOpt,
+    CommandConfigOpt,
+    DryRunOpt,
+    ExecuteOpt,
+    acting,
+    echo_json,
+    kafka_settings,
+)
 
 if TYPE_CHECKING:
     from pipeline.stages.replay_bound import ReplayTally, StopOffsets
@@ -60,10 +67,6 @@ def settings() -> Settings:
 
     get_logger("callqa").debug("settings_loaded", settings=loaded.redacted())  # never the raw settings
     return loaded
-
-
-def echo_json(data: Any) -> None:
-    typer.echo(json.dumps(data, indent=2, default=str))
 
 
 # --- stack ------------------------------------------------------------------------------

@@ -106,6 +106,9 @@ MAY_NOT_IMPORT = {
     "pipeline/runtime": ("pipeline.ops", "pipeline.run", "pipeline.cli"),
     "pipeline/adapters": ("pipeline.ops", "pipeline.run", "pipeline.cli"),
     "pipeline/run": ("pipeline.ops", "pipeline.cli"),
+    # ops/cli.py registers the replay commands: the replay commands take what they share from
+    # ops/cli_common.py, not from ops/cli.py (no circle)
+    "pipeline/ops/replay_cli.py": ("pipeline.ops.cli",),
 }
 
 
@@ -129,9 +132,14 @@ def imported_modules(path: Path, layers: tuple[str, ...], root: Path = ROOT) -> 
     return named
 
 
+def sources_of(package: str, root: Path = ROOT) -> list[Path]:
+    path = root / package
+    return [path] if path.suffix == ".py" else sorted(path.rglob("*.py"))
+
+
 def crossings(package: str, root: Path = ROOT) -> list[str]:
     layers = MAY_NOT_IMPORT[package]
-    sources = sorted((root / package).rglob("*.py"))
+    sources = sources_of(package, root)
     return [
         f"{path.relative_to(root)} imports {module}"
         for path in sources
@@ -142,7 +150,7 @@ def crossings(package: str, root: Path = ROOT) -> list[str]:
 
 @pytest.mark.parametrize("package", sorted(MAY_NOT_IMPORT))
 def test_no_package_imports_a_layer_it_may_not(package: str) -> None:
-    assert len(list((ROOT / package).rglob("*.py"))) > 5  # the scan reads the package, not an empty folder
+    assert len(sources_of(package)) > (0 if package.endswith(".py") else 5)  # the scan reads the package
     assert not crossings(package)
 
 
