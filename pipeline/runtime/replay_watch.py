@@ -4,7 +4,6 @@ replaying stage runs (its worker or QA process stops when the group has reached 
 from __future__ import annotations
 
 from pipeline.config import Settings
-from pipeline.runtime.lag_kafka import OffsetsReader
 from pipeline.stages.replay_bound import GroupAt, Progress, StopOffsets, gaps, progress
 
 
@@ -13,6 +12,8 @@ class BoundWatch:
     of its stop offset, whether anything but transaction markers lies between."""
 
     def __init__(self, settings: Settings, group: str, bound: StopOffsets) -> None:
+        from pipeline.runtime.lag_kafka import OffsetsReader  # confluent_kafka, once a replay is bounded
+
         self.group, self.bound = group, bound
         self.reader = OffsetsReader(settings)
 
