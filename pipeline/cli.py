@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 from pipeline.config import Settings, load_settings
 from pipeline.errors import CallQAError
 from pipeline.logs import configure_logging
-from pipeline.ops.cli_common import BootstrapOpt, CommandConfigOpt, DryRunOpt, ExecuteOpt, acting, kafka_settings
+from pipeline.ops.cli_common import (
+    BootstrapOpt,
+    CommandConfigOpt,
+    DryRunOpt,
+    ExecuteOpt,
+    acting,
+    echo_json,
+    kafka_settings,
+)
 
 if TYPE_CHECKING:
     from pipeline.stages.replay_bound import ReplayTally, StopOffsets
@@ -33,7 +40,7 @@ _register_ops(app)
 
 def _print_version(value: bool) -> None:
     if value:
-        from pipeline.ops.versions import version_line
+        from pipeline.runtime.versions import version_line
 
         typer.echo(version_line(load_settings().asr_model))
         raise typer.Exit()
@@ -60,10 +67,6 @@ def settings() -> Settings:
 
     get_logger("callqa").debug("settings_loaded", settings=loaded.redacted())  # never the raw settings
     return loaded
-
-
-def echo_json(data: Any) -> None:
-    typer.echo(json.dumps(data, indent=2, default=str))
 
 
 # --- stack ------------------------------------------------------------------------------
@@ -219,9 +222,9 @@ def router_cmd(app_id: Annotated[str, typer.Option(help="Faust app id (the consu
     """Run the Faust router: audio.arrivals → duration-bucket topics (several processes share the work)."""
     import faust
 
-    from pipeline.ops.endpoint import start_endpoint
-    from pipeline.ops.lag_kafka import StageSpec
     from pipeline.run.router import create_app
+    from pipeline.runtime.endpoint import start_endpoint
+    from pipeline.runtime.lag_kafka import StageSpec
 
     cfg = settings()
     health = start_endpoint(cfg, "router", [StageSpec("router", app_id, cfg.arrivals, False)])
@@ -239,27 +242,11 @@ def _simulated_store():
 
 # --- ASR workers, QA stage, embedded mode -----------------------------------------------------
 
-def load_engine(cfg: Settings, device: str = "auto", *, initial_prompt: str | None = None, hotwords: bool = True,
-                number_languages: tuple[str, ...] | None = None):
-    """The engine with a model-batch budget fit for the device: 16 windows (480 padded seconds) on
-    CPU, where bigger batches buy nothing; 64 windows on an accelerator. The rule packs' hotwords
-    (if any) become the decoder's initial prompt. Number regions are decoded again, digit-biased, in
-    ``number_languages`` (default: the settings' ``asr_number_languages``). The packs' disclosure phrases
-    name the agent on mono calls (speaker separation)."""
-    from pipeline.asr import Engine, EngineOptions
-    from pipeline.asr.devices import resolve_device
-    from pipeline.qa.rules import agent_phrases, hotword_prompt, load_packs
+def load_engine(cfg: Settings, device: str = "auto"):
+    """The shipped engine (:mod:`pipeline.asr.presets`, with the rule packs' prompt and agent phrases)."""
+    from pipeline.run.shipped_engine import load_engine as load_shipped
 
-    windows = 16 if resolve_device(device).kind == "cpu" else 64
-    packs = load_packs(list(cfg.qa_rule_packs))
-    # a forced language takes only its own terms (a mixed prompt pulls windows towards the other language)
-    prompt = initial_prompt or (hotword_prompt(packs, cfg.asr_language) if hotwords else None)
-    return Engine.load(EngineOptions(
-        model=cfg.asr_model, cache_dir=cfg.cache_dir / "models", device=device, language=cfg.asr_language,
-        threads=cfg.asr_threads, max_batch_items=windows, max_batch_audio_s=30.0 * windows,
-        initial_prompt=prompt, agent_phrases=agent_phrases(packs),  # mono calls: who the agent is
-        number_languages=cfg.asr_number_languages if number_languages is None else number_languages,
-        word_timestamps=cfg.asr_word_timestamps))
+    return load_shipped(cfg, device)
 
 
 @app.command("prepare-model")
@@ -303,9 +290,9 @@ def worker_cmd(
     import signal
 
     from pipeline.lineage import check_replay_id
-    from pipeline.ops.endpoint import start_endpoint
-    from pipeline.ops.lag_kafka import StageSpec
     from pipeline.run.worker import AsrWorker, WorkerOptions
+    from pipeline.runtime.endpoint import start_endpoint
+    from pipeline.runtime.lag_kafka import StageSpec
     from pipeline.stages.replay_bound import StopOffsets
 
     cfg = settings()
@@ -371,9 +358,9 @@ def qa_cmd(
     import faust
 
     from pipeline.lineage import check_replay_id
-    from pipeline.ops.endpoint import start_endpoint
-    from pipeline.ops.lag_kafka import StageSpec
     from pipeline.run.qa import create_app
+    from pipeline.runtime.endpoint import start_endpoint
+    from pipeline.runtime.lag_kafka import StageSpec
     from pipeline.stages.replay_bound import ReplayTally, StopOffsets
 
     cfg = settings()
@@ -413,9 +400,9 @@ def redact_cmd(
     store + its audio.redacted event (bad input: redact.dlq)."""
     import faust
 
-    from pipeline.ops.endpoint import start_endpoint
-    from pipeline.ops.lag_kafka import StageSpec
     from pipeline.run.redact import check_target, create_app
+    from pipeline.runtime.endpoint import start_endpoint
+    from pipeline.runtime.lag_kafka import StageSpec
 
     cfg = kafka_settings(settings(), bootstrap_server, command_config)
     overrides = {k: v for k, v in {"redact_bucket": bucket, "redact_prefix": prefix,

@@ -12,7 +12,7 @@ Progress stamps on every routed call (``audio.bucket.*``), written by the router
 
 So the audio (and calls) between any two offsets is a difference of two stamps, and the
 backlog of a consumer group costs two single-record reads per partition (at the committed
-offset and just before the end offset), never a scan. See :mod:`pipeline.ops.backlog`.
+offset and just before the end offset), never a scan. See :mod:`pipeline.runtime.backlog`.
 
 Redrive and replay markers: ``callqa-redrive-attempt`` (the how-many-th redrive of a dead
 letter's payload), ``callqa-replay-generation`` (an arrival re-routed past the de-dup markers)

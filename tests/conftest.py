@@ -21,10 +21,6 @@ import pytest
 from pipeline import stack
 from pipeline.config import Settings, read_env_file
 
-# Default cache dir (~/.cache/callqa/models) so local runs and CI reuse the joined model.
-# (Keyword arguments: torch loads only when a test asks for the engine.)
-ENGINE_KWARGS = {"device": "cpu", "max_batch_items": 8, "max_batch_audio_s": 120.0}
-
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
@@ -43,10 +39,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def engine() -> Any:
-    """The real Whisper engine on CPU, loaded once for every test that needs it."""
-    from pipeline.asr import Engine, EngineOptions
+    """The real Whisper engine on CPU, loaded once for every test that needs it: the tests' preset
+    (:func:`pipeline.asr.presets.for_tests`), lighter than the shipped engine on purpose (no
+    number pass, no rule-pack prompt, a smaller batch; its docstring says why)."""
+    from pipeline.asr import Engine
+    from pipeline.asr.presets import for_tests
 
-    return Engine.load(EngineOptions(**ENGINE_KWARGS))
+    return Engine.load(for_tests())
 
 
 @pytest.fixture(scope="session")

@@ -29,9 +29,10 @@ from pathlib import Path
 import soundfile as sf
 
 from pipeline import stack
-from pipeline.asr import Engine, EngineOptions, load_call_audio
+from pipeline.asr import load_call_audio
 from pipeline.config import Settings, read_env_file
 from pipeline.events import Transcript, decode
+from pipeline.run.shipped_engine import load_engine
 from tests.kafka_helpers import TopicReader
 from tests.processes import settings_env
 from tools.make_sample_calls import make_call
@@ -59,8 +60,9 @@ def make_corpus(folder: Path, n: int, seed: int = 3) -> float:
 
 
 def engine_alone(files: list[Path]) -> tuple[float, float]:
-    # The engine exactly as `callqa worker` builds it (cli.load_engine): same model-batch budget.
-    engine = Engine.load(EngineOptions(device="cpu", max_batch_items=16, max_batch_audio_s=240.0))
+    # The engine exactly as `callqa worker --device cpu` builds it (pipeline.asr.presets.shipped with
+    # the rule packs): same batch budget, number pass and prompt.
+    engine = load_engine(Settings(), "cpu")
     engine.transcribe_batch([load_call_audio(files[0], {0: "agent", 1: "customer"})])  # warm-up, untimed
     started = time.perf_counter()
     audio_s = 0.0

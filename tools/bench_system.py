@@ -3,7 +3,7 @@ tools/bench_engine.py, which times the whole process: interpreter start, imports
 decoding the calls' audio and recognition, as a user's run would take).
 
 Systems:
-  callqa           the engine as ``callqa run`` builds it (pipeline.cli.load_engine: settings from
+  callqa           the engine as ``callqa run`` builds it (pipeline.run.shipped_engine.load_engine: settings from
                    the environment, rule packs' hotwords, number pass as configured)
   callqa-<name>    the same engine options with CONFIGS[callqa-<name>]'s changes (ablations)
   fw-sequential    faster-whisper ``WhisperModel.transcribe``, int8, greedy, its silero VAD
@@ -58,8 +58,8 @@ CONFIGS: dict[str, dict[str, object]] = {
 
 def run_callqa(name: str, wavs: list[bytes], device: str) -> tuple[list[dict], dict]:
     from pipeline.asr import Engine
-    from pipeline.cli import load_engine
     from pipeline.config import Settings
+    from pipeline.run.shipped_engine import load_engine
 
     t0 = time.perf_counter()
     engine = load_engine(Settings(), device)

@@ -25,9 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipeline.asr import load_call_audio  # noqa: E402
 from pipeline.asr.text import normalize_en, normalize_zh  # noqa: E402
-from pipeline.cli import load_engine  # noqa: E402
 from pipeline.config import Settings  # noqa: E402
 from pipeline.qa.rules import RulePack, hotword_prompt  # noqa: E402
+from pipeline.run.shipped_engine import load_engine  # noqa: E402
 from tools.bench_corpus import espeak  # noqa: E402
 from tools.eval_qa import Voices  # noqa: E402
 

@@ -26,8 +26,9 @@ from dataclasses import dataclass
 from pypinyin import lazy_pinyin
 from pypinyin.pinyin_dict import pinyin_dict
 
+from pipeline.numbers.model import SegmentText
 from pipeline.qa import QAEngine, load_packs
-from pipeline.qa.model import CallText, SegmentText
+from pipeline.qa.model import CallText
 
 KINDS = ("disclosure", "agent_id", "abuse")
 RULE = {

@@ -35,10 +35,10 @@ import soxr
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipeline.asr import load_call_audio  # noqa: E402
-from pipeline.cli import load_engine  # noqa: E402
 from pipeline.config import Settings  # noqa: E402
 from pipeline.qa import QAEngine, load_packs  # noqa: E402
 from pipeline.qa.rules import hotword_prompt  # noqa: E402
+from pipeline.run.shipped_engine import load_engine  # noqa: E402
 from tools.bench_corpus import espeak, zh_clips  # noqa: E402
 from tools.eval_qa_calls import KINDS, CallScript, make_scripts  # noqa: E402
 

@@ -29,8 +29,9 @@ import soundfile as sf
 import soxr
 
 from pipeline.asr import CallAudio, Engine, EngineOptions
+from pipeline.numbers.model import SegmentText
 from pipeline.qa.engine import QAEngine
-from pipeline.qa.model import CallText, SegmentText
+from pipeline.qa.model import CallText
 from pipeline.qa.rules import agent_phrases, load_packs
 
 RATE = 16_000

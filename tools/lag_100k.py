@@ -30,7 +30,7 @@ from pipeline.catalog import load_catalog  # noqa: E402
 from pipeline.config import load_settings  # noqa: E402
 from pipeline.events import ObjectRef, RoutedCall, encode  # noqa: E402
 from pipeline.headers import PartitionProgress  # noqa: E402
-from pipeline.ops.lag_kafka import OffsetsReader, stage_specs  # noqa: E402
+from pipeline.runtime.lag_kafka import OffsetsReader, stage_specs  # noqa: E402
 from pipeline.stages.routing import Buckets, PartitionBalancer  # noqa: E402
 
 

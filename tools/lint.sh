@@ -18,7 +18,9 @@ PY=${PYTHON:-.venv/bin/python}
     tests/fakes.py tests/unit/test_gather.py tests/unit/test_failure_kinds.py tests/unit/test_import_boundaries.py \
     tests/unit/test_progress.py tests/unit/test_worker_commit.py tests/unit/test_qa_outcome.py \
     tests/unit/test_storage_retry.py tests/unit/test_batch_deadline.py tests/integration/test_worker_liveness.py \
-    pipeline/asr/numbers.py pipeline/qa/spoken_numbers.py tests/unit/test_number_regions.py \
+    pipeline/asr/numbers.py pipeline/numbers/spoken.py pipeline/numbers/validators.py pipeline/numbers/model.py \
+    pipeline/numbers/__init__.py tests/unit/test_number_regions.py pipeline/asr/presets.py pipeline/run/shipped_engine.py \
+    tests/unit/asr/test_presets.py \
     tools/bench_corpus.py tools/bench_render.py tools/bench_templates.py tools/bench_score.py tools/bench_report.py \
     tools/bench_system.py tools/bench_engine.py tests/unit/test_bench_corpus.py tests/unit/test_bench_score.py \
     pipeline/simulated tools/simulate_night.py tests/unit/test_simulated.py tests/integration/test_simulated_night.py \

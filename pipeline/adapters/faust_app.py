@@ -17,7 +17,7 @@ from pipeline.adapters.faust_auth import faust_ignored_keys, faust_security
 from pipeline.catalog import load_catalog
 from pipeline.config import Settings
 from pipeline.logs import get_logger
-from pipeline.ops.health import StageHealth
+from pipeline.runtime.health import StageHealth
 from pipeline.stages.sizes import MessageLimits
 
 log = get_logger("callqa.faust")

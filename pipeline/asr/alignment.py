@@ -31,10 +31,10 @@ from pipeline.asr.errors import AsrError
 from pipeline.asr.model import KVCache
 from pipeline.asr.packing import RATE, PackedWindow, pack_regions
 from pipeline.asr.transcript import CallTranscript, Segment
-from pipeline.qa.backstop import mask_long_digit_runs
-from pipeline.qa.model import SegmentText
-from pipeline.qa.normalize import normalize
-from pipeline.qa.pii import find_pii
+from pipeline.numbers.backstop import mask_long_digit_runs
+from pipeline.numbers.model import SegmentText
+from pipeline.numbers.normalize import normalize
+from pipeline.numbers.pii import find_pii
 
 if TYPE_CHECKING:
     from pipeline.asr.engine import Engine

@@ -62,7 +62,7 @@ from pipeline.asr.numbers import (
 from pipeline.asr.packing import RATE, PackedWindow, Piece
 from pipeline.asr.timing import timed_spans
 from pipeline.asr.transcript import CallTranscript
-from pipeline.qa.spoken_numbers import longest_digit_run, names_amount
+from pipeline.numbers.spoken import longest_digit_run, names_amount
 
 if TYPE_CHECKING:
     from pipeline.asr.engine import Engine

@@ -5,7 +5,7 @@ heard as words: "6264M and time 16364269"), so cards, IDs and phone numbers fail
 checks or stop looking like numbers. A second decode of just the stretch where a number
 is said, with a prompt of digits read one by one, writes most of them digit for digit
 (:mod:`pipeline.asr.number_pass`). This module decides which stretches: a segment that
-says a number (:func:`pipeline.qa.spoken_numbers.says_number`) plus the same channel's
+says a number (:func:`pipeline.numbers.spoken.says_number`) plus the same channel's
 following segments that carry the number on (a slowly read number comes out of the first
 pass in short pieces), padded a little, each region at most ``max_len_s``; and which regions
 are worth a last, digits-only decode (:func:`worth_digits_only`).
@@ -18,9 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from pipeline.asr.transcript import Segment
-from pipeline.qa.normalize import normalize
-from pipeline.qa.pii import classify_likely, classify_number
-from pipeline.qa.spoken_numbers import (
+from pipeline.numbers.normalize import normalize
+from pipeline.numbers.spoken import (
     DIGIT_RUN,
     announces_number,
     continues_number,
@@ -29,6 +28,7 @@ from pipeline.qa.spoken_numbers import (
     names_amount,
     says_number,
 )
+from pipeline.numbers.validators import classify_likely, classify_number
 
 MAX_GAP_S = 2.0  # a pause inside a number read in groups
 PAD_S = 0.3  # audio kept either side of the first pass's segment times (they are cut tight)
@@ -276,6 +276,6 @@ def worth_digits_only(text: str, first_pass: str) -> bool:
 
 def _reads_as_kind(text: str) -> bool:
     """Does a run of digits in ``text`` read as a card, resident ID or phone number, checked
-    or by its shape (:mod:`pipeline.qa.pii`)?"""
+    or by its shape (:mod:`pipeline.numbers.validators`)?"""
     runs = (m.group().replace(" ", "") for m in DIGIT_RUN.finditer(normalize(text).text))
     return any(classify_number(d) or classify_likely(d) for d in runs)

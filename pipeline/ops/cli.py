@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from datetime import datetime
 from pathlib import Path
@@ -11,9 +10,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from pipeline.errors import CallQAError
-from pipeline.config import Settings, load_settings
 from pipeline.ops.lag import EXIT_UNKNOWN
-from pipeline.logs import configure_logging
 from pipeline.ops.cli_common import (
     TIME_HELP,
     BootstrapOpt,
@@ -21,19 +18,10 @@ from pipeline.ops.cli_common import (
     DryRunOpt,
     ExecuteOpt,
     acting,
-    kafka_settings,
+    echo_json,
+    operator_settings,
     when,
 )
-
-
-def _settings(bootstrap_server: str | None = None, command_config: Path | None = None) -> Settings:
-    cfg = load_settings()
-    configure_logging(cfg.log_format, "warning" if cfg.log_level == "info" else cfg.log_level)
-    return kafka_settings(cfg, bootstrap_server, command_config)
-
-
-def _echo_json(data: Any) -> None:
-    typer.echo(json.dumps(data, indent=2, default=str))
 
 
 def lag(
@@ -79,10 +67,10 @@ def _lag(watch: bool, as_json: bool, window_end: str | None, interval_s: float, 
 
     from pipeline.ops import lag_view
     from pipeline.ops.lag import exit_code, record_samples, summarize
-    from pipeline.ops.lag_kafka import OffsetsReader, group_specs, stage_specs
+    from pipeline.runtime.lag_kafka import OffsetsReader, group_specs, stage_specs
     from pipeline.ops.times import next_clock_time
 
-    cfg = _settings(bootstrap_server, command_config)
+    cfg = operator_settings(bootstrap_server, command_config)
     if window_end:
         try:
             next_clock_time(window_end, datetime.now().astimezone())
@@ -115,7 +103,7 @@ def _lag(watch: bool, as_json: bool, window_end: str | None, interval_s: float, 
         lag_view.save_tracker(history, tracker)
         code = exit_code(s.verdict.status for s in summaries)
         if as_json and not watch:
-            _echo_json(lag_view.as_json(rows, summaries, tracker, now, end, took))
+            echo_json(lag_view.as_json(rows, summaries, tracker, now, end, took))
             raise typer.Exit(code)
         console = Console()
         if not console.is_terminal:
@@ -173,11 +161,11 @@ def dlq_list(
     from pipeline.ops.dlq import summary_row
     from pipeline.ops.dlq_kafka import read_letters
 
-    cfg = _settings(bootstrap_server, command_config)
+    cfg = operator_settings(bootstrap_server, command_config)
     selection = _selection(None, reason, key, since, until, all_)
     rows = [summary_row(s) for s in read_letters(cfg, tuple(stage or ("router", "asr", "qa", "redact"))) if selection.matches(s)]
     if as_json:
-        _echo_json(rows)
+        echo_json(rows)
         return
     table = Table(title=f"{len(rows)} dead letter(s)", title_justify="left")
     for column in ("id", "reason", "attempts", "key", "failed_at", "state", "message"):
@@ -195,12 +183,12 @@ def dlq_show(letter_id: Annotated[str, typer.Argument(help="<dlq topic>:<partiti
     from pipeline.ops.dlq import decoded_payload, summary_row
     from pipeline.ops.dlq_kafka import read_letters
 
-    cfg = _settings(bootstrap_server, command_config)
+    cfg = operator_settings(bootstrap_server, command_config)
     found = [s for s in read_letters(cfg) if s.id == letter_id]
     if not found:
         typer.echo(f"no letter {letter_id}", err=True)
         raise typer.Exit(1)
-    _echo_json({**summary_row(found[0]), "original_payload": decoded_payload(found[0].letter)})
+    echo_json({**summary_row(found[0]), "original_payload": decoded_payload(found[0].letter)})
 
 
 @dlq_app.command("redrive")
@@ -222,7 +210,7 @@ def dlq_redrive(
     act = acting(execute, dry_run)
     if not (letter_id or reason or key or since or until):
         raise typer.BadParameter("select letters: --id, --reason, --key, --since or --until")
-    cfg = _settings(bootstrap_server, command_config)
+    cfg = operator_settings(bootstrap_server, command_config)
     selection = _selection(letter_id, reason, key, since, until, False)
     actions = plan_redrive(read_letters(cfg, tuple(stage or ("router", "asr", "qa", "redact"))), selection,
                            max_attempts or cfg.dlq_max_attempts, cfg.topic_prefix)
@@ -271,7 +259,7 @@ def plan_cmd(
 
     from pipeline.ops.plan import parse_mix, parse_window, plan, rtfx_from_metrics
 
-    cfg = _settings()
+    cfg = operator_settings()
     if (rtfx_per_device is None) == (from_metrics is None):
         raise typer.BadParameter("give one of --rtfx-per-device or --from-metrics")
     try:
@@ -280,7 +268,7 @@ def plan_cmd(
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
     if as_json:
-        _echo_json({**asdict(result), "busy_s": result.busy_s, "utilisation": result.utilisation})
+        echo_json({**asdict(result), "busy_s": result.busy_s, "utilisation": result.utilisation})
         return
     typer.echo(f"{hours_per_day:g} audio h/day in a {window} window with {margin:.0%} spare, "
                f"RTFx {rtfx:.1f} per device{' (measured from ' + from_metrics + ')' if from_metrics else ''}")

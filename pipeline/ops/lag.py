@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
-from pipeline.ops.backlog import PartitionBacklog
+from pipeline.runtime.backlog import PartitionBacklog
 
 Status = Literal["done", "on track", "at risk", "stalled", "no rate yet", "no window"]
 

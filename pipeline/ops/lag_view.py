@@ -10,7 +10,7 @@ from typing import Any
 
 from rich.table import Table
 
-from pipeline.ops.backlog import PartitionBacklog
+from pipeline.runtime.backlog import PartitionBacklog
 from pipeline.ops.lag import GroupSummary, RateTracker, held_s, sample_key
 from pipeline.ops.times import zone_label
 

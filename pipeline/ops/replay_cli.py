@@ -9,7 +9,8 @@ from typing import Annotated, Optional
 import typer
 
 from pipeline.config import Settings
-from pipeline.ops.cli_common import TIME_HELP, BootstrapOpt, CommandConfigOpt, DryRunOpt, ExecuteOpt, acting, when
+from pipeline.ops.cli_common import (TIME_HELP, BootstrapOpt, CommandConfigOpt, DryRunOpt, ExecuteOpt, acting,
+                                     operator_settings, when)
 
 replay_app = typer.Typer(help="Re-run part of a night: reset a stopped group, replay into a new group, "
                               "or re-route arrivals past the de-dup markers.", no_args_is_help=True)
@@ -61,7 +62,6 @@ def reset(
 ) -> None:
     """Move a stopped group's committed offsets (dry run unless --execute). Give one target: --from,
     --offset, --to-earliest, --to-latest, --shift-by or --from-file."""
-    from pipeline.ops.cli import _settings
     from pipeline.ops.replay import describe_move, plan_moves
     from pipeline.ops.replay_kafka import GroupActive, commit_offsets, positions
 
@@ -69,7 +69,7 @@ def reset(
     chosen = [start is not None, offset is not None, to_earliest, to_latest, shift_by is not None, from_file is not None]
     if sum(chosen) != 1:
         raise typer.BadParameter("give one of --from, --offset, --to-earliest, --to-latest, --shift-by, --from-file")
-    cfg = _settings(bootstrap_server, command_config)
+    cfg = operator_settings(bootstrap_server, command_config)
     tps, restore = _reset_partitions(cfg, bucket, arrivals, transcripts, partition, from_file)
     current, bounds = positions(cfg, group, tps)
     if export is not None:
@@ -145,7 +145,6 @@ def new_group(
 ) -> None:
     """Start a new consumer group at a time (unselected partitions start at their end), then print how to run it
     (dry run unless --execute)."""
-    from pipeline.ops.cli import _settings
     from pipeline.ops.replay import describe_move, plan_moves
     from pipeline.ops.replay_kafka import commit_offsets, partitions_of, positions
 
@@ -153,7 +152,7 @@ def new_group(
     from pipeline.stages.replay_bound import StopOffsets
 
     act = acting(execute, dry_run)
-    cfg = _settings(bootstrap_server, command_config)
+    cfg = operator_settings(bootstrap_server, command_config)
     check_replay_id(replay_id or group)
     topic = _topic(cfg, bucket, False, transcripts)
     everything = partitions_of(cfg, topic)
@@ -188,11 +187,10 @@ def reroute_cmd(
     bootstrap_server: BootstrapOpt = None, command_config: CommandConfigOpt = None,
 ) -> None:
     """Send arrivals in a time range to the router again, past its de-dup markers (dry run unless --execute)."""
-    from pipeline.ops.cli import _settings
     from pipeline.ops.replay_kafka import offsets_at, partitions_of, reroute
 
     act = acting(execute, dry_run)
-    cfg = _settings(bootstrap_server, command_config)
+    cfg = operator_settings(bootstrap_server, command_config)
     if start is None:
         raise typer.BadParameter("--from is required")
     tps = partitions_of(cfg, cfg.arrivals, partition)

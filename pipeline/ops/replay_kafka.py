@@ -1,5 +1,5 @@
-"""Kafka side of replays: offsets by time, group state, committing offsets, re-sending arrivals,
-and where a bounded replay's group stands against its stop offsets."""
+"""Kafka side of replays: offsets by time, group state, committing offsets, re-sending arrivals
+(where a bounded replay's group stands, read by the running stage: :mod:`pipeline.runtime.replay_watch`)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,8 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from pipeline.config import Settings
 from pipeline.errors import StackError
 from pipeline.headers import REPLAY_GENERATION
-from pipeline.ops.lag_kafka import OffsetsReader
+from pipeline.runtime.lag_kafka import OffsetsReader
 from pipeline.ops.replay import TP, OffsetMove
-from pipeline.stages.replay_bound import GroupAt, Progress, StopOffsets, gaps, progress
 
 
 def _consumer(settings: Settings, group: str | None = None) -> Consumer:
@@ -126,24 +125,3 @@ def reroute(settings: Settings, tps: list[TP], start: dict[TP, int], stop: dict[
         return Rerouted(sent, {tp: (following[tp], stop[tp]) for tp in sorted(todo)})
     finally:
         consumer.close()
-
-
-class BoundWatch:
-    """Reads a bounded replay group's committed offsets (without joining it) and, where one is short
-    of its stop offset, whether anything but transaction markers lies between."""
-
-    def __init__(self, settings: Settings, group: str, bound: StopOffsets) -> None:
-        self.group, self.bound = group, bound
-        self.reader = OffsetsReader(settings)
-
-    def check(self) -> Progress:
-        tps = [(self.bound.topic, p) for p in sorted(self.bound.offsets)]
-        committed = self.reader.committed(self.group, tps)
-        marks = self.reader.watermarks(tps)
-        at = [GroupAt(p, committed.get((t, p)), marks[(t, p)][0]) for t, p in tps]
-        short = {(self.bound.topic, p): gap for p, gap in gaps(self.bound, at).items()}
-        drained = {p for _, p in self.reader.markers_only(short)} if short else set()
-        return progress(self.bound, at, drained)
-
-    def close(self) -> None:
-        self.reader.close()

@@ -9,9 +9,10 @@ Pure logic, no Kafka. The public API::
     html = render_report(results, pack=pack)           # self-contained HTML
 """
 
+from pipeline.numbers.model import SegmentText
 from pipeline.qa.engine import QAEngine, evaluate_call
 from pipeline.qa.errors import CallTextError, QAError, RulePackError
-from pipeline.qa.model import CallQAResult, CallText, Finding, PIISpan, SegmentText, call_text_from
+from pipeline.qa.model import CallQAResult, CallText, Finding, PIISpan, call_text_from
 from pipeline.qa.report import read_results_jsonl, render_report, write_report
 from pipeline.qa.rules import RulePack, default_pack_path, load_packs
 from pipeline.qa.score import AgentSummary, score_findings, summarize_agents

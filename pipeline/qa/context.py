@@ -10,9 +10,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from pipeline.qa.model import CallText, SegmentText
-from pipeline.qa.normalize import Normalized, normalize
-from pipeline.qa.pii import PIIHit
+from pipeline.numbers.model import SegmentText
+from pipeline.numbers.normalize import Normalized, normalize
+from pipeline.numbers.pii import PIIHit
+from pipeline.qa.model import CallText
 
 MAX_EVIDENCE_CHARS = 300
 KNOWN_ROLES = ("agent", "customer")

@@ -13,11 +13,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from pipeline.numbers.backstop import mask_long_digit_runs
+from pipeline.numbers.model import PIIType, SegmentText
+from pipeline.numbers.pii import PII_TYPES, UNCHECKED_TYPES, PIIHit, find_pii, redact_texts
 from pipeline.qa import metrics
-from pipeline.qa.backstop import mask_long_digit_runs
 from pipeline.qa.context import KNOWN_ROLES, CallContext, evidence, normalize_all, prepare
-from pipeline.qa.model import CallQAResult, CallText, Finding, PIISpan, PIIType, SegmentText, call_text_from
-from pipeline.qa.pii import PII_TYPES, UNCHECKED_TYPES, PIIHit, find_pii, redact_texts
+from pipeline.qa.model import CallQAResult, CallText, Finding, PIISpan, call_text_from
 from pipeline.qa.rules import (
     LongSilenceRule,
     PIIRule,

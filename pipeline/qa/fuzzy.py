@@ -7,7 +7,7 @@ tokens): a missing or extra token costs 1, a substituted one 1, or less for an E
 word spelt nearly the same ("recorder" for "recorded"). Similarity is
 ``1 - cost / phrase tokens``. Short phrases are not aligned: one wrong token in three is
 already a different phrase (Chinese ones of 2-3 characters match by sound only,
-:mod:`pipeline.qa.sound`).
+:mod:`pipeline.numbers.sound`).
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from rapidfuzz import process
 from rapidfuzz.distance import Indel
 
-from pipeline.qa.normalize import is_cjk
+from pipeline.numbers.normalize import is_cjk
 
 MIN_FUZZY_TOKENS = 3  # English words; Chinese phrases need MIN_FUZZY_CJK characters
-MIN_FUZZY_CJK = 4  # shorter Chinese phrases must sound exactly the same (pipeline.qa.sound)
+MIN_FUZZY_CJK = 4  # shorter Chinese phrases must sound exactly the same (pipeline.numbers.sound)
 NEAR_WORD = 0.6  # English words at least this similar (Indel ratio) substitute cheaply
 
 _TOKEN = re.compile(r"[a-z0-9]+|[^\sa-z0-9]")

@@ -12,8 +12,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from pipeline.qa.model import CallText, LanguageNote, SegmentText
-from pipeline.qa.normalize import is_cjk
+from pipeline.numbers.model import SegmentText
+from pipeline.numbers.normalize import is_cjk
+from pipeline.qa.model import CallText, LanguageNote
 
 Interval = tuple[float, float]
 Language = Literal["zh", "en"]  # what speech rate is counted in: characters or words

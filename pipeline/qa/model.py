@@ -12,27 +12,15 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
+from pipeline.numbers.model import PIIType, SegmentText
 from pipeline.qa.errors import CallTextError
 
 Severity = Literal["info", "low", "medium", "high", "critical"]
 SEVERITIES: tuple[Severity, ...] = ("info", "low", "medium", "high", "critical")
-PIIType = Literal["bank_card", "cn_resident_id", "phone", "us_ssn", "account_number", "card_secret"]
 RuleKind = Literal[
     "keyword", "regex", "forbidden_phrase", "required_disclosure", "pii",
     "long_silence", "talk_over", "speech_rate", "talk_ratio",
 ]  # fmt: skip
-
-
-@dataclass(frozen=True)
-class SegmentText:
-    """One stretch of speech on one channel, in call time."""
-
-    role: str  # "agent" | "customer" | "mixed" (or an operator's own label)
-    channel: int
-    start_s: float
-    end_s: float
-    text: str
-    role_confidence: float | None = None  # a separated mono call's role: how sure (None: the channel's role)
 
 
 @dataclass(frozen=True)

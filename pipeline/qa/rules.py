@@ -20,10 +20,11 @@ from typing import Annotated, Any, Literal, get_args
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
+from pipeline.numbers.model import PIIType
+from pipeline.numbers.normalize import is_cjk, normalize_phrase
 from pipeline.qa.errors import RulePackError
 from pipeline.qa.metrics import Language
-from pipeline.qa.model import PIIType, RuleKind, Severity
-from pipeline.qa.normalize import is_cjk, normalize_phrase
+from pipeline.qa.model import RuleKind, Severity
 from pipeline.qa.pack_regex import UnboundedPatternError, compile_bounded
 
 ScopeRole = Literal["agent", "customer", "any"]

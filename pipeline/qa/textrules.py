@@ -19,14 +19,14 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pipeline.numbers.normalize import normalize_phrase, to_simplified
+from pipeline.numbers.sound import SoundPhrase, shares_a_character, sound_eligible
 from pipeline.qa.context import CallContext, PreparedSegment, evidence
 from pipeline.qa.cues import asked, negated
 from pipeline.qa.fuzzy import Token, best_alignment, fuzzy_eligible, plausible, tokens
 from pipeline.qa.model import Finding
-from pipeline.qa.normalize import normalize_phrase, to_simplified
 from pipeline.qa.pack_regex import BoundedPattern, compile_bounded
 from pipeline.qa.rules import ForbiddenPhraseRule, KeywordRule, RegexRule, RequiredDisclosureRule
-from pipeline.qa.sound import SoundPhrase, shares_a_character, sound_eligible
 
 PhraseRule = KeywordRule | RegexRule | ForbiddenPhraseRule | RequiredDisclosureRule
 

@@ -27,9 +27,9 @@ from pipeline.config import Settings
 from pipeline.errors import CallQAError
 from pipeline.events import SourcePosition
 from pipeline.logs import get_logger
-from pipeline.ops.health import StageHealth
 from pipeline.qa import QAEngine
 from pipeline.run.qa_step import TranscriptStep
+from pipeline.runtime.health import StageHealth
 from pipeline.stages.outputs import Received, Writer
 from pipeline.stages.qa import QaStage
 from pipeline.stages.replay_bound import ReplayTally, StopOffsets
@@ -86,7 +86,7 @@ def create_app(settings: Settings, app_id: str = "callqa-qa", health: StageHealt
 def _watch_bound(app: faust.App, settings: Settings, group: str, bound: StopOffsets, tally: ReplayTally,
                  on_done: Callable[[], None]) -> None:
     """Every few seconds, on every member: has the whole group reached its stop offsets?"""
-    from pipeline.ops.replay_kafka import BoundWatch
+    from pipeline.runtime.replay_watch import BoundWatch
 
     watch = BoundWatch(settings, group, bound)
 

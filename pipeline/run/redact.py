@@ -34,8 +34,8 @@ from pipeline.errors import ConfigError
 from pipeline.events import AudioRedacted, ObjectRef, SourcePosition, encode
 from pipeline.headers import addressed_to
 from pipeline.logs import get_logger
-from pipeline.ops.health import StageHealth
 from pipeline.run.redacted_audio import redacted_copy
+from pipeline.runtime.health import StageHealth
 from pipeline.stages.audio_redaction import Mode
 from pipeline.stages.outcomes import Dead
 from pipeline.stages.outputs import stamped

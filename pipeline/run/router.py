@@ -38,10 +38,10 @@ from pipeline.catalog import load_catalog
 from pipeline.config import Settings
 from pipeline.errors import StackError
 from pipeline.events import SourcePosition
-from pipeline.ops.health import StageHealth
-from pipeline.ops.lag_kafka import recover_progress
 from pipeline.run.router_markers import MarkerLoader
 from pipeline.run.router_step import ArrivalStep
+from pipeline.runtime.health import StageHealth
+from pipeline.runtime.lag_kafka import recover_progress
 from pipeline.stages.markers import check_co_partitioned
 from pipeline.stages.outputs import SEEN, Received, Writer
 from pipeline.stages.router import ArrivalRouter

@@ -38,9 +38,9 @@ from pipeline.config import Settings
 from pipeline.errors import CallQAError
 from pipeline.headers import addressed_elsewhere
 from pipeline.logs import get_logger
-from pipeline.ops.health import StageHealth
 from pipeline.run.worker_commit import BatchCommitter
 from pipeline.run.worker_metrics import WorkerMetrics
+from pipeline.runtime.health import StageHealth
 from pipeline.stages.asr import AsrBatch, AsrStage, Prepared, SpeechEngine
 from pipeline.stages.batching import BatchBudget
 from pipeline.stages.checkpoint import Checkpoint, Position
@@ -140,7 +140,7 @@ class AsrWorker:
 
     def _connect(self) -> None:
         if self.opts.stop_at is not None:
-            from pipeline.ops.replay_kafka import BoundWatch
+            from pipeline.runtime.replay_watch import BoundWatch
 
             self.opts.stop_at.check_topic(self.input_topic)
             self.bound_watch = BoundWatch(self.settings, self.opts.group_id(self.settings), self.opts.stop_at)

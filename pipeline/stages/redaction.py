@@ -1,8 +1,8 @@
 """PII redaction of a transcript before it is published or written: nothing at rest in clear.
 
-Detection is the QA package's pure detector (:func:`pipeline.qa.pii.find_pii`, spoken and
+Detection is the pure PII detector QA uses too (:func:`pipeline.numbers.pii.find_pii`, spoken and
 written numbers of any script, joined across pauses), and its redaction labels, plus its
-fail-closed backstop (:mod:`pipeline.qa.backstop`): any written run of 12 or more digits that
+fail-closed backstop (:mod:`pipeline.numbers.backstop`): any written run of 12 or more digits that
 the detector left is masked too, since a transcript leaving the worker cannot be un-published.
 Pure: no Kafka, no engine.
 """
@@ -10,10 +10,10 @@ Pure: no Kafka, no engine.
 from __future__ import annotations
 
 from pipeline.events import PIISpan, Segment, Transcript, Word
-from pipeline.qa.backstop import BACKSTOP_LABEL, mask_long_digit_runs
-from pipeline.qa.model import SegmentText
-from pipeline.qa.normalize import normalize
-from pipeline.qa.pii import REDACTION_LABEL, PIIHit, find_pii, redact_texts
+from pipeline.numbers.backstop import BACKSTOP_LABEL, mask_long_digit_runs
+from pipeline.numbers.model import SegmentText
+from pipeline.numbers.normalize import normalize
+from pipeline.numbers.pii import REDACTION_LABEL, PIIHit, find_pii, redact_texts
 from pipeline.stages.word_spans import covered_words
 
 

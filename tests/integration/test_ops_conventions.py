@@ -15,7 +15,7 @@ from pipeline.adapters.kafka_admin import apply_catalog, plan_catalog
 from pipeline.catalog import load_catalog
 from pipeline.config import Settings
 from pipeline.events import DeadLetter, SourcePosition, encode
-from pipeline.ops.lag_kafka import OffsetsReader
+from pipeline.runtime.lag_kafka import OffsetsReader
 from tests.kafka_helpers import commit, consume, produce
 from tests.processes import callqa
 

@@ -12,7 +12,7 @@ import pytest
 
 from pipeline.config import Settings
 from pipeline.events import RoutedCall, Transcript, decode
-from pipeline.ops.lag_kafka import OffsetsReader
+from pipeline.runtime.lag_kafka import OffsetsReader
 from tests import audio
 from tests.kafka_helpers import TopicReader, consume
 from tests.processes import callqa, spawn, stop

@@ -26,9 +26,9 @@ from pipeline.asr.audio import CallAudio
 from pipeline.asr.transcript import CallTranscript
 from pipeline.config import Settings
 from pipeline.events import ObjectRef, RoutedCall, Transcript, decode, encode
-from pipeline.ops.health import StageHealth
-from pipeline.ops.http import serve
 from pipeline.run.worker import AsrWorker, WorkerOptions
+from pipeline.runtime.health import StageHealth
+from pipeline.runtime.http import serve
 from tests.fakes import FakeEngine
 from tests.kafka_helpers import TopicReader
 

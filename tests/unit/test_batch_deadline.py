@@ -2,7 +2,7 @@
 
 import pytest
 
-from pipeline.ops.health import StageHealth
+from pipeline.runtime.health import StageHealth
 from pipeline.stages.deadline import BatchDeadline, RtfxEstimate, batch_limit_s, batch_overdue
 from tests.fakes import FakeClock
 

@@ -1,5 +1,5 @@
 """Import boundaries, measured: a module that does not itself import a framework loads none;
-and the layers: the stages import nothing from the layers above them.
+and the layers: the stages import nothing from the layers above them, nor the engine from QA.
 
 Frameworks: torch, confluent_kafka, faust, aiokafka, minio. A module whose own top-level
 imports name one of them (an adapter, a runner, the engine) may load what it needs. Every
@@ -9,10 +9,13 @@ fresh interpreter, recording after each import which frameworks ``sys.modules`` 
 first that loads it). On a failure each offender is imported alone again, to name it
 without doubt. The table is printed (``pytest -s``).
 
-Layers, read from the source: no module under ``pipeline/stages`` imports (at top level,
-inside a function or under TYPE_CHECKING) from the runners (``run``), the adapters, the
+Layers, read from the source (imports at top level, inside a function or under TYPE_CHECKING):
+no module under ``pipeline/stages`` imports from the runners (``run``), the adapters, the
 operator's commands (``ops``) or the command line (``cli``): a stage is used by all of them,
-so what it needs lives beside it or below it.
+so what it needs lives beside it or below it. ``pipeline/asr`` imports nothing from
+``pipeline/qa``, and ``pipeline/numbers`` (the number knowledge both share) neither of them. The
+runners (``run``), the adapters and ``pipeline/runtime`` (what running stages need: health,
+endpoint, backlog) import neither ``ops`` nor ``cli``; the adapters and runtime not ``run`` either.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ import pkgutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 FRAMEWORKS = ("torch", "confluent_kafka", "faust", "aiokafka", "minio")
 ROOT = Path(__file__).resolve().parents[2]
@@ -88,16 +93,32 @@ def test_no_module_loads_a_framework_it_does_not_import_itself() -> None:
     assert not leaks, leaks
 
 
-STAGES_MAY_NOT_IMPORT = ("pipeline.ops", "pipeline.run", "pipeline.adapters", "pipeline.cli")
+# (package, the packages it may not import): each layer is used by those above it, so what it
+# needs lives beside it or below it
+MAY_NOT_IMPORT = {
+    "pipeline/stages": ("pipeline.ops", "pipeline.run", "pipeline.adapters", "pipeline.cli"),
+    # the engine shares the number knowledge with QA below both: importing pipeline.qa would load
+    # the QA engine and its report (pipeline/qa/__init__.py) into every ASR worker
+    "pipeline/asr": ("pipeline.qa",),
+    "pipeline/numbers": ("pipeline.asr", "pipeline.qa"),
+    # what a running stage needs (health, endpoint, backlog, replay watch) is below the runners;
+    # the operator's commands (ops) and the command line are above everything that runs a stage
+    "pipeline/runtime": ("pipeline.ops", "pipeline.run", "pipeline.cli"),
+    "pipeline/adapters": ("pipeline.ops", "pipeline.run", "pipeline.cli"),
+    "pipeline/run": ("pipeline.ops", "pipeline.cli"),
+    # ops/cli.py registers the replay commands: the replay commands take what they share from
+    # ops/cli_common.py, not from ops/cli.py (no circle)
+    "pipeline/ops/replay_cli.py": ("pipeline.ops.cli",),
+}
 
 
-def crosses(module: str) -> bool:
-    return any(module == layer or module.startswith(layer + ".") for layer in STAGES_MAY_NOT_IMPORT)
+def crosses(module: str, layers: tuple[str, ...]) -> bool:
+    return any(module == layer or module.startswith(layer + ".") for layer in layers)
 
 
-def imported_modules(path: Path) -> set[str]:
+def imported_modules(path: Path, layers: tuple[str, ...], root: Path = ROOT) -> set[str]:
     """Every module an ``import`` statement anywhere in the file names (relative ones resolved)."""
-    package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
+    package = ".".join(path.relative_to(root).with_suffix("").parts[:-1])
     named = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
@@ -106,18 +127,44 @@ def imported_modules(path: Path) -> set[str]:
             base = package.rsplit(".", node.level - 1)[0] if node.level else ""
             module = ".".join(p for p in (base, node.module or "") if p)
             named.add(module)
-            if not crosses(module):  # `from pipeline import ops`: a name may be a module
+            if not crosses(module, layers):  # `from pipeline import ops`: a name may be a module
                 named |= {f"{module}.{a.name}" for a in node.names}
     return named
 
 
-def test_stages_import_no_higher_layer() -> None:
-    sources = sorted((ROOT / "pipeline" / "stages").rglob("*.py"))
-    assert len(sources) > 10, sources  # the scan reads the stages, not an empty folder
-    crossings = [
-        f"{path.relative_to(ROOT)} imports {module}"
+def sources_of(package: str, root: Path = ROOT) -> list[Path]:
+    path = root / package
+    return [path] if path.suffix == ".py" else sorted(path.rglob("*.py"))
+
+
+def crossings(package: str, root: Path = ROOT) -> list[str]:
+    layers = MAY_NOT_IMPORT[package]
+    sources = sources_of(package, root)
+    return [
+        f"{path.relative_to(root)} imports {module}"
         for path in sources
-        for module in sorted(imported_modules(path))
-        if crosses(module)
+        for module in sorted(imported_modules(path, layers, root))
+        if crosses(module, layers)
     ]
-    assert not crossings, crossings
+
+
+@pytest.mark.parametrize("package", sorted(MAY_NOT_IMPORT))
+def test_no_package_imports_a_layer_it_may_not(package: str) -> None:
+    assert len(sources_of(package)) > (0 if package.endswith(".py") else 5)  # the scan reads the package
+    assert not crossings(package)
+
+
+@pytest.mark.parametrize(
+    ("line", "named"),
+    [
+        ("import pipeline.qa.engine", "pipeline.qa.engine"),
+        ("from pipeline.qa import engine", "pipeline.qa"),
+        ("from ..qa.model import CallText", "pipeline.qa.model"),
+        ("from pipeline import qa", "pipeline.qa"),
+    ],
+)
+def test_the_scan_sees_every_spelling_of_a_crossing(tmp_path: Path, line: str, named: str) -> None:
+    """An import inside a function, in any spelling, is a crossing (so the test above can fail)."""
+    (tmp_path / "pipeline" / "asr").mkdir(parents=True)
+    (tmp_path / "pipeline" / "asr" / "probe.py").write_text(f"def later() -> None:\n    {line}\n")
+    assert named in {c.split(" imports ")[1] for c in crossings("pipeline/asr", tmp_path)}

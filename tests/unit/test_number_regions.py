@@ -15,7 +15,7 @@ from pipeline.asr.numbers import (
     worth_digits_only,
 )
 from pipeline.asr.transcript import Segment
-from pipeline.qa.backstop import LONG_DIGIT_RUN
+from pipeline.numbers.backstop import LONG_DIGIT_RUN
 
 
 def seg(channel: int, start: float, end: float, text: str, language: str = "en") -> Segment:

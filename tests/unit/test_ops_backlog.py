@@ -5,10 +5,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from pipeline.headers import AUDIO, CUM_AUDIO, PartitionProgress, Stamp, header, int_header
-from pipeline.ops.backlog import PartitionPosition, partition_backlog
-from pipeline.ops.health import StageHealth
 from pipeline.ops.lag import RateTracker, record_samples, summarize, verdict
 from pipeline.ops.times import next_clock_time
+from pipeline.runtime.backlog import PartitionPosition, partition_backlog
+from pipeline.runtime.health import StageHealth
 from tests.fakes import FakeClock
 
 

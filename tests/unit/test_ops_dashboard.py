@@ -6,10 +6,10 @@ from pathlib import Path
 
 from prometheus_client import REGISTRY
 
-import pipeline.ops.endpoint  # noqa: F401 - registers the ops metrics
 import pipeline.run.qa_step  # noqa: F401 - the Faust stages' metrics, defined beside their per-event step
 import pipeline.run.router_step  # noqa: F401
 import pipeline.run.worker_metrics  # noqa: F401
+import pipeline.runtime.endpoint  # noqa: F401 - registers the ops metrics
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "callqa-dashboard.json"
 

@@ -2,7 +2,7 @@ from typer.testing import CliRunner
 
 from pipeline.cli import app
 from pipeline.events import SCHEMA_VERSION
-from pipeline.ops.versions import versions
+from pipeline.runtime.versions import versions
 
 
 def test_version_names_package_model_and_schema() -> None:

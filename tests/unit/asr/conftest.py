@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.asr import BatchStats, CallAudio, CallTranscript, Engine, EngineOptions
-from tests.conftest import ENGINE_KWARGS
+from pipeline.asr import BatchStats, CallAudio, CallTranscript, Engine
+from pipeline.asr.presets import for_tests
 from tests.unit.asr.speech import Clip, english_clips, mandarin_clips, pad
 
-ENGINE_OPTIONS = EngineOptions(**ENGINE_KWARGS)  # the shared engine's (tests/conftest.py)
+ENGINE_OPTIONS = for_tests()  # the shared engine's (tests/conftest.py)
 
 
 def as_call(call_id: str, clip: Clip) -> CallAudio:

@@ -66,11 +66,11 @@ def test_a_window_judged_no_speech_is_judged_again_turn_by_turn():
     """A packed window the no-speech rule drops took every turn in it along (a quiet party 15 dB
     down on a noisy line lost six turns so): its VAD pieces are decoded alone, and only those
     still judged no-speech are dropped, each counted."""
-    from pipeline.asr import Engine, EngineOptions
-    from tests.conftest import ENGINE_KWARGS
+    from pipeline.asr import Engine
+    from pipeline.asr.presets import for_tests
 
     # thresholds that judge every window no-speech, so each drop is seen and counted
-    harsh = Engine.load(EngineOptions(**{**ENGINE_KWARGS, "no_speech_threshold": -1.0, "logprob_threshold": 1e9}))
+    harsh = Engine.load(for_tests(no_speech_threshold=-1.0, logprob_threshold=1e9))
     data, spans = stereo_call_wav()  # each channel: one window of two turns
     result = harsh.transcribe_batch([load_call_audio(data, roles={0: "agent", 1: "customer"}, call_id="c")])[0]
     assert result.segments == []

@@ -19,7 +19,7 @@ from pipeline.asr.decode import GreedyDecoder, ends_in_loop
 from pipeline.asr.number_pass import NumberPass, _RegionWindow
 from pipeline.asr.packing import PackedWindow, Piece
 from pipeline.asr.transcript import CallTranscript
-from pipeline.qa.spoken_numbers import longest_digit_run
+from pipeline.numbers.spoken import longest_digit_run
 from tests.unit.asr.speech import ZH_DIR, speak
 
 pytestmark = pytest.mark.model

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from pipeline.qa.model import CallText, SegmentText
+from pipeline.numbers.model import SegmentText
+from pipeline.qa.model import CallText
 from pipeline.qa.rules import RulePack, parse_pack
 
 VALID_CARD = "6222021001123456789"  # Luhn-valid, 19 digits

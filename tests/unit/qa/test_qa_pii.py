@@ -3,19 +3,14 @@ import time
 
 import pytest
 
-from pipeline.qa.normalize import normalize
-from pipeline.qa.pii import (
-    CUED_CONFIDENCE,
-    LIKELY_CONFIDENCE,
-    _Group,
-    _take_numbers,
+from pipeline.numbers.normalize import normalize
+from pipeline.numbers.pii import CUED_CONFIDENCE, LIKELY_CONFIDENCE, _Group, _take_numbers, find_pii, redact_texts
+from pipeline.numbers.validators import (
     classify_likely,
     classify_number,
     cn_resident_id_valid,
-    find_pii,
     luhn_valid,
     phone_valid,
-    redact_texts,
     ssn_valid,
 )
 

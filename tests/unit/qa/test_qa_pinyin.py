@@ -2,9 +2,9 @@
 
 import pytest
 
+from pipeline.numbers.normalize import normalize
+from pipeline.numbers.spoken import cue_type, cued_type
 from pipeline.qa import QAEngine, load_packs
-from pipeline.qa.normalize import normalize
-from pipeline.qa.spoken_numbers import cue_type, cued_type
 from tools.eval_pinyin import DEV, HELD_OUT, long_call, score
 
 from .helpers import call, pack_of, seg

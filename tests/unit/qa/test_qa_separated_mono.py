@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from pipeline.numbers.model import SegmentText
 from pipeline.qa.engine import QAEngine
-from pipeline.qa.model import SegmentText
 from pipeline.qa.rules import load_packs
 
 from .helpers import VISA_CARD, call, spoken_en

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from pipeline.qa.normalize import is_cjk
+from pipeline.numbers.normalize import is_cjk
 
 _NUMERALS = frozenset("零〇一幺二两三四五六七八九")  # a digit said is not a misheard word (百 is also 白)
 _FIRST_CODE = 0xF0000  # Supplementary Private Use Area-A: no text character is mistaken for a syllable

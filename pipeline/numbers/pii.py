@@ -6,7 +6,7 @@ Detection runs on normalised text, so numbers spoken digit by digit ("六二二�
 (people say cards in fours, phones in threes and fours), so a candidate is any run
 of digit groups separated by spaces, dashes or commas, in any script's digits — also across
 consecutive segments of the same channel and role when the pause is short, or when the number
-visibly carries on after a longer one (:mod:`pipeline.qa.pii_join`). Candidates are
+visibly carries on after a longer one (:mod:`pipeline.numbers.pii_join`). Candidates are
 validated (Luhn; ISO 7064 MOD 11-2 and a real birth date; phone numbering plans)
 to keep order numbers and amounts out.
 
@@ -16,7 +16,7 @@ digits is a likely card (redaction fails closed on card-length runs), 17-19
 characters around a plausible birth date a likely resident ID, 10-12 digits
 starting 1[3-9] a likely CN mobile. A run of 9-20 digits that none of that takes is
 still taken right after a cue naming its kind ("my card number is …", 身份证号是…;
-:mod:`pipeline.qa.spoken_numbers`). Social security and account numbers carry no check, so
+:mod:`pipeline.numbers.spoken`). Social security and account numbers carry no check, so
 they are taken on their cue ("my social is …", "account number", 账号), as is a card's security
 code or PIN ("the CVV is 123", 密码是…; PCI DSS forbids keeping them at all), and a social security
 number also by its written shape alone: three groups of 3, 2 and 4 digits that make a valid
@@ -29,15 +29,15 @@ it covers, for redaction.
 
 from __future__ import annotations
 
-import datetime as dt
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from pipeline.qa.model import PIIType, SegmentText
-from pipeline.qa.normalize import Normalized
-from pipeline.qa.pii_join import INTERJECTIONS, MAX_JOIN_GAP_S, MIN_RESUME_DIGITS, channel_stream
-from pipeline.qa.spoken_numbers import cued_type, names_amount
+from pipeline.numbers.model import PIIType, SegmentText
+from pipeline.numbers.normalize import Normalized
+from pipeline.numbers.pii_join import INTERJECTIONS, MAX_JOIN_GAP_S, MIN_RESUME_DIGITS, channel_stream
+from pipeline.numbers.spoken import cued_type, names_amount
+from pipeline.numbers.validators import classify_likely, classify_number, ssn_valid
 
 PII_TYPES: tuple[PIIType, ...] = ("bank_card", "cn_resident_id", "phone", "us_ssn", "account_number", "card_secret")
 REDACTION_LABEL: dict[PIIType, str] = {
@@ -50,7 +50,7 @@ SSN_GROUPS = (3, 2, 4)  # how a social security number is written: 523-45-6789
 MAX_NUMBER_DIGITS = 20  # longer than any card (19), resident ID (18) or E.164 number (15)
 MIN_NUMBER_DIGITS = 8  # shorter than any number taken (a '+' number of 8 digits)
 LIKELY_CONFIDENCE = 0.6  # a number taken by its shape, its checksum failed (ASR error)
-CUED_CONFIDENCE = 0.5  # a digit run taken on the cue before it alone (pipeline.qa.spoken_numbers)
+CUED_CONFIDENCE = 0.5  # a digit run taken on the cue before it alone (pipeline.numbers.spoken)
 MAX_ABSORB_DIGITS = 24  # a hit swallows neighbouring digit groups up to this length
 BRIDGED_CONFIDENCE = 0.4  # digit runs joined across a stray word (_bridged_numbers)
 # a number opening a segment (within its first ANSWER_LEAD_CHARS) that starts within ANSWER_WITHIN_S
@@ -69,92 +69,6 @@ _BRIDGE = re.compile(
 # or what the other party says while a number is read out ("go on", on a mono call), between two
 # pieces read in groups of MIN_RESUME_DIGITS or more ("4532 0151 go on 1283 0366", not "50 go on 20")
 _INTERJECTION_BRIDGE = re.compile(rf" ?(?:{INTERJECTIONS.pattern}) ?")
-_ID_WEIGHTS = tuple(pow(2, 17 - i, 11) for i in range(17))
-_ID_CHECK = "10x98765432"
-_CN_MOBILE = re.compile(r"1[3-9][0-9]{9}")
-_NANP = re.compile(r"1?[2-9][0-9]{2}[2-9][0-9]{6}")
-_LIKELY_MOBILE = re.compile(r"(?:86)?1[3-9][0-9]{8,10}")
-_BIRTH_DATE = re.compile(r"(?:19|20)[0-9]{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12][0-9]|3[01])")
-
-
-def luhn_valid(digits: str) -> bool:
-    """The Luhn check that every payment card number satisfies."""
-    if not digits.isdigit():
-        return False
-    total = 0
-    for i, ch in enumerate(reversed(digits)):
-        d = int(ch)
-        if i % 2 == 1:
-            d = d * 2 - 9 if d > 4 else d * 2
-        total += d
-    return total % 10 == 0
-
-
-def cn_resident_id_valid(value: str) -> bool:
-    """18-character PRC resident ID: region, a real birth date, ISO 7064 MOD 11-2 check character."""
-    value = value.lower()
-    if len(value) != 18 or not value[:17].isdigit() or value[0] not in "12345678":
-        return False
-    try:
-        born = dt.date(int(value[6:10]), int(value[10:12]), int(value[12:14]))
-    except ValueError:
-        return False
-    if not 1900 <= born.year <= dt.date.today().year:
-        return False
-    total = sum(int(d) * w for d, w in zip(value[:17], _ID_WEIGHTS, strict=True))
-    return _ID_CHECK[total % 11] == value[17]
-
-
-def phone_valid(digits: str, plus: bool = False) -> bool:
-    """CN mobile (1[3-9] + 9 digits, optional 86 prefix), North American, or any E.164 with '+'."""
-    if plus:
-        return 8 <= len(digits) <= 15
-    for prefix in ("0086", "86", ""):
-        if digits.startswith(prefix) and _CN_MOBILE.fullmatch(digits[len(prefix) :]):
-            return True
-    return bool(_NANP.fullmatch(digits))
-
-
-def ssn_valid(digits: str) -> bool:
-    """A US social security number as issued: 9 digits, no area 000, 666 or 9xx, no group 00,
-    no serial 0000."""
-    return (
-        len(digits) == 9 and digits.isdigit() and digits[:3] not in ("000", "666") and digits[0] != "9"
-        and digits[3:5] != "00" and digits[5:] != "0000"
-    )
-
-
-def classify_number(digits: str, *, plus: bool = False, x_suffix: bool = False) -> PIIType | None:
-    """Which kind of personal number this digit string is, if any (resident ID wins ties)."""
-    if x_suffix:
-        return "cn_resident_id" if cn_resident_id_valid(digits + "x") else None
-    if len(digits) == 18 and cn_resident_id_valid(digits):
-        return "cn_resident_id"
-    if (
-        not plus
-        and 13 <= len(digits) <= 19
-        and digits[0] != "0"
-        and luhn_valid(digits)
-        and len(set(digits)) > 1
-    ):
-        return "bank_card"
-    if phone_valid(digits, plus):
-        return "phone"
-    return None
-
-
-def classify_likely(digits: str) -> PIIType | None:
-    """The type a number that failed its checks most likely is, from its shape alone."""
-    if len(set(digits)) < 3:  # "0000…", "7 7 7": a repetition loop, not a number
-        return None
-    # a digit dropped or doubled before the birth date moves it by one
-    if 17 <= len(digits) <= 19 and digits[0] in "12345678" and any(_BIRTH_DATE.match(digits, k) for k in (5, 6, 7)):
-        return "cn_resident_id"
-    if 13 <= len(digits) <= 19:
-        return "bank_card"
-    if _LIKELY_MOBILE.fullmatch(digits) and len(digits) in (10, 12, 13):
-        return "phone"
-    return None
 
 
 @dataclass(frozen=True)

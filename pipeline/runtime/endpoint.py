@@ -10,8 +10,8 @@ from prometheus_client import Gauge, Info
 from pipeline.config import Settings
 from pipeline.events import SCHEMA_VERSION
 from pipeline.logs import get_logger
-from pipeline.ops.health import StageHealth
-from pipeline.ops.versions import package_version
+from pipeline.runtime.health import StageHealth
+from pipeline.runtime.versions import package_version
 
 log = get_logger("callqa.ops")
 
@@ -37,7 +37,7 @@ def start_endpoint(settings: Settings, stage: str, specs: list | None = None,
     LOOP_AGE.labels(stage).set_function(lambda: health.liveness().detail["last_beat_age_s"] or 0.0)
     if settings.metrics_port is None:
         return health
-    from pipeline.ops.http import serve
+    from pipeline.runtime.http import serve
 
     server = serve(settings.metrics_host, settings.metrics_port, health)
     log.info("metrics_serving", host=settings.metrics_host, port=server.server_port, stage=stage)
@@ -47,7 +47,7 @@ def start_endpoint(settings: Settings, stage: str, specs: list | None = None,
 
 
 class BacklogGauges(threading.Thread):
-    """Every ``backlog_interval_s``: read the groups' backlog (cheaply, see pipeline.ops.lag_kafka)."""
+    """Every ``backlog_interval_s``: read the groups' backlog (cheaply, see pipeline.runtime.lag_kafka)."""
 
     def __init__(self, settings: Settings, specs: list) -> None:
         super().__init__(name="backlog-gauges", daemon=True)
@@ -57,7 +57,7 @@ class BacklogGauges(threading.Thread):
     def run(self) -> None:
         import time
 
-        from pipeline.ops.lag_kafka import OffsetsReader
+        from pipeline.runtime.lag_kafka import OffsetsReader
 
         reader = OffsetsReader(self.settings)
         try:

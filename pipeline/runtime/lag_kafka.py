@@ -25,8 +25,8 @@ from confluent_kafka.admin import OffsetSpec
 from pipeline.adapters.kafka_admin import admin_client
 from pipeline.config import Settings
 from pipeline.errors import StackError
-from pipeline.ops.backlog import PartitionBacklog, PartitionPosition, partition_backlog
 from pipeline.headers import Stamp
+from pipeline.runtime.backlog import PartitionBacklog, PartitionPosition, partition_backlog
 
 TIMEOUT_S = 30.0
 _COORDINATOR_MOVING = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,

@@ -18,8 +18,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from pipeline.qa.model import SegmentText
-from pipeline.qa.normalize import Normalized
+from pipeline.numbers.model import SegmentText
+from pipeline.numbers.normalize import Normalized
 
 MAX_JOIN_GAP_S = 3.0  # a customer pausing mid-number splits it across segments
 # A read-back of 8 digits is about 3-4 s of speech, with a turn gap either side: 10 s leaves room

@@ -1,4 +1,4 @@
-from pipeline.qa.normalize import normalize, normalize_phrase, parse_chinese_number
+from pipeline.numbers.normalize import normalize, normalize_phrase, parse_chinese_number
 
 
 def test_traditional_full_width_case_and_punctuation():

@@ -9,11 +9,11 @@ Two uses, both pure (no torch):
   digits right after a cue naming the kind ("my card number is ...") is that kind, even
   when ASR dropped or doubled digits so that neither checksum nor shape fits. Social security
   and bank account numbers, which have no checksum, are found this way only (a social
-  security number also by its written 3-2-4 shape, :mod:`pipeline.qa.pii`). Amounts,
+  security number also by its written 3-2-4 shape, :mod:`pipeline.numbers.pii`). Amounts,
   dates and times are not runs after such a cue, and a run followed by a currency or
   unit word is never taken.
 
-The text given is :func:`pipeline.qa.normalize.normalize` output (lower case, spoken digits
+The text given is :func:`pipeline.numbers.normalize.normalize` output (lower case, spoken digits
 already digits, punctuation as spaces), so "double five", "oh", 幺 and 两 are handled there.
 """
 
@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import re
 
-from pipeline.qa.model import PIIType
-from pipeline.qa.normalize import is_cjk, normalize
-from pipeline.qa.sound import SoundPhrase
+from pipeline.numbers.model import PIIType
+from pipeline.numbers.normalize import is_cjk, normalize
+from pipeline.numbers.sound import SoundPhrase
 
 MIN_CUED_DIGITS = 9  # an 11-digit mobile with two digits lost; longer than any amount said digit by digit
 MAX_CUED_DIGITS = 20
@@ -57,7 +57,7 @@ _ZH_UNCHECKED_CUE_WORDS: dict[PIIType, tuple[str, ...]] = {
 _ZH_CUES: tuple[tuple[re.Pattern[str], PIIType], ...] = tuple(
     (re.compile("|".join(words)), kind) for kind, words in _ZH_CUE_WORDS.items()
 )
-# the same words heard as homophones (手鸡号 for 手机号, 身份正 for 身份证): pipeline.qa.sound
+# the same words heard as homophones (手鸡号 for 手机号, 身份正 for 身份证): pipeline.numbers.sound
 _ZH_SOUND_CUES = tuple((SoundPhrase.of(w), kind) for kind, words in _ZH_CUE_WORDS.items() for w in words)
 _ZH_UNCHECKED_SOUND_CUES = tuple(
     (SoundPhrase.of(w), kind) for kind, words in _ZH_UNCHECKED_CUE_WORDS.items() for w in words

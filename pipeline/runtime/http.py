@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
-from pipeline.ops.health import StageHealth
+from pipeline.runtime.health import StageHealth
 
 
 def _handler(health: StageHealth) -> type[BaseHTTPRequestHandler]:

@@ -2,9 +2,9 @@
 
 import pytest
 
-from pipeline.qa.normalize import normalize
-from pipeline.qa.pii import CUED_CONFIDENCE, LIKELY_CONFIDENCE, find_pii, redact_texts
-from pipeline.qa.spoken_numbers import (
+from pipeline.numbers.normalize import normalize
+from pipeline.numbers.pii import CUED_CONFIDENCE, LIKELY_CONFIDENCE, find_pii, redact_texts
+from pipeline.numbers.spoken import (
     announces_number,
     continues_number,
     cue_type,
@@ -13,8 +13,7 @@ from pipeline.qa.spoken_numbers import (
     names_amount,
     says_number,
 )
-
-from .helpers import VALID_ID, VISA_CARD, seg, spoken_en
+from tests.unit.qa.helpers import VALID_ID, VISA_CARD, seg, spoken_en
 
 
 def detect(*segments):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from pipeline.qa.normalize import ascii_digits
+from pipeline.numbers.normalize import ascii_digits
 
 BACKSTOP_LABEL = "[NUMBER]"
 # 12+ digits, allowing the separators people and ASR put between groups or digits: space, dash,

@@ -17,8 +17,8 @@ def package_version() -> str:
 def model_version(model: str) -> tuple[str, str]:
     """(name, version) of the configured model, without loading it. An unknown name is reported, not raised:
     ``--version`` must work on a box where the model is not installed yet."""
-    from pipeline.asr.registry import lookup  # imports torch lazily through pipeline.asr
     from pipeline.asr.errors import ModelNotFoundError
+    from pipeline.asr.registry import lookup  # imports torch lazily through pipeline.asr
 
     try:
         entry = lookup(model)
