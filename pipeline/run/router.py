@@ -24,7 +24,9 @@ decides them in arrival order (the de-dup, including two arrivals of one object 
 and the partition choice: :meth:`pipeline.run.router_step.ArrivalStep.decide_batch`), queues
 every output into its arrival's partition transaction and awaits all deliveries once. Faust
 acknowledges a batch's events only after that (``take_events``), so no offset is committed
-ahead of its outputs, and a failed send halts before any of them is acknowledged.
+ahead of its outputs, and a failed send halts before any of them is acknowledged; so does any
+other error in a batch (Faust would acknowledge and skip all its events; every routing failure
+is a letter already, so this is a bug or a lost broker, and the restart reads the batch again).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ import faust
 
 from pipeline.adapters.faust_app import (
     create_faust_app,
+    halt,
     on_commit,
     send_batch_in_source_transactions,
     stop_transactions_of_lost_partitions,
@@ -120,30 +123,38 @@ def create_app(settings: Settings, app_id: str = "callqa-router", health: StageH
     async def route(stream: faust.Stream) -> None:
         loop = asyncio.get_running_loop()
         async for events in stream.take_events(settings.router_batch_max, within=settings.router_batch_window_s):
-            started = time.perf_counter()
-            batch = [(event.message, Received(event.value, event.key, SourcePosition(
-                topic=event.message.topic, partition=event.message.partition, offset=event.message.offset),
-                event.headers)) for event in events
-                if step.wanted(event.message.topic, event.headers)]  # else a redrive for another router group
-            seen_of: dict[int, MarkerSet] = {}
-            for msg, _ in batch:
-                if msg.partition not in seen_of:  # routing waits until the partition's markers are in
-                    seen_of[msg.partition] = await markers.seen(msg.partition)
-            inspected = await asyncio.gather(*(
-                loop.run_in_executor(probes, step.inspect, received, seen_of[msg.partition])
-                for msg, received in batch))
-            decided = step.decide_batch([(r, i) for (_, r), i in zip(batch, inspected)], seen_of)
-            # Every routed call and marker in its arrival's transaction; one wait for all deliveries.
-            await send_batch_in_source_transactions(app, [
-                (msg, [(settings.topic(r.topic), r.key, r.value, r.partition, list(r.headers) or None)
-                       for r in records])
-                for (msg, _), (_, records) in zip(batch, decided) if records])
-            for (msg, _), (_, records) in zip(batch, decided):
-                for record in records:
-                    if record.topic == SEEN and record.key is not None:
-                        markers.sent(msg.partition, record.key.decode(), msg.offset)  # pending until committed
-            for (_, received), (outcome, records) in zip(batch, decided):
-                step.account(outcome, records, received, started)
+            try:
+                await route_batch(loop, events)
+            except Exception as exc:  # noqa: BLE001 - Faust would acknowledge and skip the whole batch
+                halt(f"router batch failed: {type(exc).__name__}: {exc}", inputs=len(events),
+                     first=[(e.message.topic, e.message.partition, e.message.offset) for e in events[:1]])
+
+    async def route_batch(loop: asyncio.AbstractEventLoop, events: list) -> None:
+        """Route one batch of events: probes at once, decisions in order, one wait for all sends."""
+        started = time.perf_counter()
+        batch = [(event.message, Received(event.value, event.key, SourcePosition(
+            topic=event.message.topic, partition=event.message.partition, offset=event.message.offset),
+            event.headers)) for event in events
+            if step.wanted(event.message.topic, event.headers)]  # else a redrive for another router group
+        seen_of: dict[int, MarkerSet] = {}
+        for msg, _ in batch:
+            if msg.partition not in seen_of:  # routing waits until the partition's markers are in
+                seen_of[msg.partition] = await markers.seen(msg.partition)
+        inspected = await asyncio.gather(*(
+            loop.run_in_executor(probes, step.inspect, received, seen_of[msg.partition])
+            for msg, received in batch))
+        decided = step.decide_batch([(r, i) for (_, r), i in zip(batch, inspected)], seen_of)
+        # Every routed call and marker in its arrival's transaction; one wait for all deliveries.
+        await send_batch_in_source_transactions(app, [
+            (msg, [(settings.topic(r.topic), r.key, r.value, r.partition, list(r.headers) or None)
+                   for r in records])
+            for (msg, _), (_, records) in zip(batch, decided) if records])
+        for (msg, _), (_, records) in zip(batch, decided):
+            for record in records:
+                if record.topic == SEEN and record.key is not None:
+                    markers.sent(msg.partition, record.key.decode(), msg.offset)  # pending until committed
+        for (_, received), (outcome, records) in zip(batch, decided):
+            step.account(outcome, records, received, started)
 
     return app
 
