@@ -28,6 +28,7 @@ equals one-at-a-time output.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -127,9 +128,11 @@ class _Rows:
     prev: Tensor  # the one before, -1 before any
     ts_max: Tensor  # largest timestamp index sampled, -1 before any
     locked: Tensor  # a digit written: digits only from here (DecodeOptions.digits_after_digit)
+    lockable: Tensor  # rows the digit lock applies to
+    any_lockable: bool = False
 
     def keep(self, idx: list[int]) -> None:
-        for name in ("cap", "ts_limit", "last", "prev", "ts_max", "locked"):
+        for name in ("cap", "ts_limit", "last", "prev", "ts_max", "locked", "lockable"):
             setattr(self, name, getattr(self, name)[idx])
 
 
@@ -162,10 +165,12 @@ class GreedyDecoder:
             torch.zeros(n_vocab, dtype=torch.bool), torch.zeros(sp.eot, dtype=torch.bool))
 
     def decode(self, memories: list[Tensor], cache: KVCache, durations_s: list[float],
-               stats: DecodeStats) -> list[WindowDecode]:
+               stats: DecodeStats, lock_rows: Sequence[bool] | None = None) -> list[WindowDecode]:
         """memories: encoder outputs (B_i, T_i, D) of consecutive row groups, each encoded at its
         own length; cache views sized for all B rows and the longest T; each row's audio duration
-        (token cap, last timestamp) -> one result per row."""
+        (token cap, last timestamp) -> one result per row. ``lock_rows``: which rows the digit
+        lock applies to (a decoder built with ``digits_after_digit``; default: every row), so a
+        window's free and digit-locked decodes can share one batch's steps."""
         device = memories[0].device
         n = sum(m.shape[0] for m in memories)
         sp = self.tok.special
@@ -185,7 +190,10 @@ class GreedyDecoder:
         state = _Rows(
             cap=torch.tensor([token_cap(d, self.opts) for d in durations_s], device=device),
             ts_limit=torch.tensor([int(d / TIME_STEP_S) for d in durations_s], device=device),
-            last=none, prev=none.clone(), ts_max=none.clone(), locked=torch.zeros(n, dtype=torch.bool, device=device))
+            last=none, prev=none.clone(), ts_max=none.clone(), locked=torch.zeros(n, dtype=torch.bool, device=device),
+            lockable=torch.tensor([self.opts.digits_after_digit and (lock_rows is None or bool(lock_rows[i]))
+                                   for i in range(n)], dtype=torch.bool, device=device))
+        state.any_lockable = bool(state.lockable.any())
         digit_ids = self.digit_ids.to(device)
         rows = list(range(n))  # live position -> result index
         samplers = [torch.Generator(device).manual_seed(self.opts.seed) for _ in range(n)] \
@@ -203,8 +211,8 @@ class GreedyDecoder:
             state.prev, state.last = state.last, nxt
             is_ts = nxt >= self.tb
             state.ts_max = torch.where(is_ts, torch.maximum(state.ts_max, nxt - self.tb), state.ts_max)
-            if self.opts.digits_after_digit:
-                state.locked = state.locked | digit_ids[nxt]
+            if state.any_lockable:
+                state.locked = state.locked | (digit_ids[nxt] & state.lockable)
             step += 1
             if all(done):
                 break
@@ -234,7 +242,7 @@ class GreedyDecoder:
             logits.masked_fill_(suppress_begin, NEG_INF)
             return torch.log_softmax(logits, dim=-1)
         logits.masked_fill_(suppress, NEG_INF)
-        if self.opts.digits_after_digit:
+        if s.any_lockable:
             logits[:, :eot].masked_fill_(s.locked[:, None] & not_number[None, :], NEG_INF)
         last_ts = s.last >= tb
         pair_done = last_ts & ((step < 2) | (s.prev >= tb))  # a closed pair: text must follow

@@ -3,6 +3,7 @@ neural voice, 8 kHz)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from dataclasses import replace
@@ -53,8 +54,10 @@ def similarity(a: str, b: str) -> float:
 
 def test_a_card_read_digit_by_digit_comes_out_as_digits_and_other_speech_is_untouched(engine: Engine) -> None:
     card = "4293544171166346"
-    call = stereo_call("My card number is " + ", ".join(WORDS[int(d)] for d in card) + ".",
-                       "Thank you, can you read me the number on your card?")
+    call = stereo_call(
+        "My card number is " + ", ".join(WORDS[int(d)] for d in card) + ".",
+        "Thank you, can you read me the number on your card?",
+    )
     plain, second = without_and_with_numbers(engine, call, "en")
     digits = "".join(re.findall(r"\d", second.text_of("customer")))
     before = "".join(re.findall(r"\d", plain.text_of("customer")))
@@ -82,7 +85,9 @@ def test_decodes_for_stuck_numbers_sample_reproducibly_and_stop_at_a_loop(engine
     try:
         cold = with_options(en_calls[:2], temperature=1e-4, seed=1)
         hot = with_options(en_calls[:2], temperature=1.0, seed=7)
-        hot_alone = with_options(en_calls[:1], temperature=1.0, seed=7) + with_options(en_calls[1:2], temperature=1.0, seed=7)
+        hot_alone = with_options(en_calls[:1], temperature=1.0, seed=7) + with_options(
+            en_calls[1:2], temperature=1.0, seed=7
+        )
         stopped = with_options(en_calls[:2], loop_period=1, loop_copies=1)  # every token is a loop's last copy
     finally:
         engine.decoder = greedy
@@ -98,11 +103,12 @@ def test_a_digits_only_decode_writes_nothing_but_digits_after_its_first_digit(en
     numbers = NumberPass(engine, ("en",))
 
     def text(locked: bool) -> str:
-        tokens = numbers._decode(numbers._decoder("en", 0.0, locked), [window])[id(window)]
+        row = dataclasses.replace(window, locked=locked)
+        tokens = numbers._decode(numbers._decoder("en", 0.0), [row])[id(row)]
         return engine.tokenizer.decode(tokens)
 
     def after_first_digit(text: str) -> str:
-        return text[re.search(r"\d", text).start():]  # type: ignore[union-attr]
+        return text[re.search(r"\d", text).start() :]  # type: ignore[union-attr]
 
     plain, locked = text(False), text(True)
     assert re.search(r"[a-z]", after_first_digit(plain), re.I), plain
@@ -127,8 +133,10 @@ def test_where_the_first_pass_has_no_number_to_mend_the_output_is_the_first_pass
     """A channel's first pass is never made worse: the agent's request for a number (a cue with no
     digit said) and a card read right the first time (it passes Luhn) are left as they were; before,
     the digit-prompted decode rewrote such regions (a perfect Mandarin channel came out at 16.7 % CER)."""
-    call = stereo_call("Sure, it is 4, 5, 3, 2, 0, 1, 5, 1, 1, 2, 8, 3, 0, 3, 6, 6.",
-                       "Thank you. Could you please read me your card number and your mobile number?")
+    call = stereo_call(
+        "Sure, it is 4, 5, 3, 2, 0, 1, 5, 1, 1, 2, 8, 3, 0, 3, 6, 6.",
+        "Thank you. Could you please read me your card number and your mobile number?",
+    )
     plain, second = without_and_with_numbers(engine, call, "en")
     assert second.text_of("agent") == plain.text_of("agent")
     if "4532015112830366" in "".join(re.findall(r"\d", plain.text_of("customer"))):
@@ -141,15 +149,24 @@ def test_where_the_first_pass_has_no_number_to_mend_the_output_is_the_first_pass
     assert second.text == plain.text
 
 
-def test_a_region_decoded_again_is_encoded_once(engine: Engine, monkeypatch) -> None:
-    speech = speak("My number is four, five, three, two.", voice="en-us+f4")
+def test_a_region_decoded_again_is_encoded_once_and_its_locked_row_reads_as_when_alone(
+    engine: Engine, monkeypatch
+) -> None:
+    speech = speak("My number is four, five, three, two, and thank you very much for your help.", voice="en-us+f4")
     window = _RegionWindow(0, 1, PackedWindow((Piece(0, len(speech), 0, len(speech)),)), speech)
+    locked = dataclasses.replace(window, locked=True)
+    alone = {w.locked: NumberPass(engine, ("en",))._decode_texts("en", 0.0, [w])[id(w)] for w in (window, locked)}
     numbers = NumberPass(engine, ("en",))
-    encoded: list[int] = []
+    encoded: list[tuple] = []
     encode = engine._encode
-    monkeypatch.setattr(engine, "_encode", lambda bucket_s, items: encoded.append(len(items)) or encode(bucket_s, items))
-    free = numbers._decode(numbers._decoder("en", 0.0, False), [window])[id(window)]
-    numbers._decode(numbers._decoder("en", 0.0, True), [window])
-    numbers._decode(numbers._decoder("en", 0.4, False), [window])
-    assert encoded == [1]  # the digit-locked and the fallback decodes read the same encoder output
-    assert numbers._decode(numbers._decoder("en", 0.0, False), [window])[id(window)] == free
+    monkeypatch.setattr(
+        engine,
+        "_encode",
+        lambda bucket_s, items: encoded.extend(w.packed.pieces for w in items) or encode(bucket_s, items),
+    )
+    together = numbers._decode_texts("en", 0.0, [window, locked])  # one batch: the free row and the locked row
+    numbers._decode_texts("en", 0.4, [window])  # a fallback temperature
+    assert encoded.count(window.packed.pieces) == 1  # one encoder output for all of them
+    assert len(set(encoded)) == len(encoded)  # resumed rests too
+    assert together[id(window)] == alone[False] and together[id(locked)] == alone[True]
+    assert alone[False] != alone[True]  # the lock is applied to its row only
