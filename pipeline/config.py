@@ -57,6 +57,14 @@ class Settings(BaseSettings):
     bucket_names: tuple[str, ...] = ("short", "medium", "long", "xlong")
     max_duration_s: float = 4 * 3600.0
 
+    # The Faust router takes arrivals in batches of up to router_batch_max, waiting at most
+    # router_batch_window_s for a batch to fill; router_probe_threads probe a batch's objects at
+    # once (the store client blocks). Its outputs are sent together and the batch is acknowledged
+    # after all their deliveries. A batch max of 1 is one arrival at a time.
+    router_batch_max: int = Field(default=64, ge=1)
+    router_batch_window_s: float = Field(default=0.05, gt=0.0)  # 0 would wait for a full batch
+    router_probe_threads: int = Field(default=8, ge=1)
+
     # ASR engine (names a model in the registry; see pipeline/asr/registry.py)
     asr_model: str = "whisper-base"
     asr_language: str | None = None  # None: detect per channel

@@ -135,6 +135,28 @@ class Night:
                     p.popen.kill()
 
 
+@dataclass
+class NightRun:
+    """One simulated night: what was set up, then what was observed while it ran (for the report)."""
+
+    settings: Settings
+    opts: argparse.Namespace
+    night: list[SimulatedRecording]
+    workers: dict[str, int]  # per bucket, at the start
+    audio_by_bucket: dict[str, float]  # audio seconds of the good calls
+    engine_opts: SimulatedEngineOptions
+    scale: float  # the time scale: device seconds per wall second
+    spec: str  # the workers' --engine
+    sim: Night
+    reader: TopicReader | None = None
+    published_at: float = 0.0
+    transcripts: list[Transcript] = field(default_factory=list)
+    counts: Counter[str] = field(default_factory=Counter)  # records read, per topic
+    dead_ids: set[str] = field(default_factory=set)
+    timeline: list[tuple[float, int]] = field(default_factory=list)  # (s since published, calls finished)
+    eta: dict[str, Any] | None = None  # `callqa lag`'s ETA sampled after 10 % of the night
+
+
 def _metric(port: int, name: str) -> float:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as resp:  # noqa: S310 - local
@@ -230,14 +252,18 @@ def run(settings: Settings, opts: argparse.Namespace) -> dict[str, Any]:
                 spec,
                 "--simulated-storage",
             )
+    state = NightRun(settings, opts, night, workers, audio_by_bucket, engine_opts, scale, spec, sim)
     try:
-        return _night(settings, opts, sim, workers, spec, scale, night, audio_by_bucket, engine_opts)
+        return report(_night(state))
     finally:
         sim.stop_all()
 
 
-def _night(settings, opts, sim, workers, spec, scale, night, audio_by_bucket, engine_opts) -> dict[str, Any]:
-    reader = TopicReader(
+def _night(state: NightRun) -> NightRun:
+    """Publish the night, watch it to the end (with the kill and the scale-out on the way); the observations."""
+    settings, opts, sim, workers, night = state.settings, state.opts, state.sim, state.workers, state.night
+    spec, audio_by_bucket = state.spec, state.audio_by_bucket
+    state.reader = reader = TopicReader(
         settings,
         ["asr.transcripts", "asr.dlq", "router.dlq", "qa.findings"]
         + [f"audio.bucket.{b}" for b in settings.bucket_names],
@@ -253,15 +279,12 @@ def _night(settings, opts, sim, workers, spec, scale, night, audio_by_bucket, en
             {"roles": "left=agent,right=customer" if r.channels == 2 else "left=mixed"},
         )
     publisher.flush(120)
+    state.published_at = published_at
     busiest = max(workers, key=lambda b: audio_by_bucket.get(b, 0.0))
     done_ids: set[str] = set()
-    dead_ids: set[str] = set()
-    timeline: list[tuple[float, int]] = []
-    eta: dict[str, Any] | None = None
+    dead_ids, timeline, counts, transcripts = state.dead_ids, state.timeline, state.counts, state.transcripts
     killed = scaled = False
     deadline = published_at + opts.timeout_s
-    counts: Counter[str] = Counter()
-    transcripts: list[Transcript] = []
     while time.time() < deadline:
         for msg in reader.poll(1.0)[sum(counts.values()) :]:
             topic = msg.topic().removeprefix(settings.topic_prefix)
@@ -276,8 +299,8 @@ def _night(settings, opts, sim, workers, spec, scale, night, audio_by_bucket, en
         timeline.append((time.time() - published_at, finished))
         sim.sample()
         share = finished / len(night)
-        if eta is None and share >= 0.1:
-            eta = _lag_eta(settings, time.time() - published_at)
+        if state.eta is None and share >= 0.1:
+            state.eta = _lag_eta(settings, time.time() - published_at)
         if opts.kill_at and not killed and share >= opts.kill_at:
             killed = True
             victim = next(p for p in sim.procs if p.stage == f"asr-{busiest}")
@@ -312,24 +335,7 @@ def _night(settings, opts, sim, workers, spec, scale, night, audio_by_bucket, en
     sim.sample()
     sim.stop_all()
     reader.close()
-    return report(
-        settings,
-        opts,
-        night,
-        reader,
-        transcripts,
-        counts,
-        dead_ids,
-        workers,
-        scale,
-        published_at,
-        timeline,
-        eta,
-        sim,
-        audio_by_bucket,
-        engine_opts,
-        spec,
-    )
+    return state
 
 
 def _letter_call(letter: DeadLetter) -> str:
@@ -354,49 +360,23 @@ def _lag_eta(settings: Settings, at_s: float) -> dict[str, Any] | None:
         data = json.loads(proc.stdout)
     except ValueError:
         return {"at_s": at_s, "error": proc.stderr[-500:]}
-    etas = [_find(g, "eta_s") for g in _groups(data) if str(_find(g, "stage") or "").startswith("asr")]
-    etas = [e for e in etas if isinstance(e, (int, float))]
-    return {"at_s": round(at_s, 2), "eta_s": max(etas) if etas else None, "read_s": None}
+    return {"at_s": round(at_s, 2), "eta_s": slowest_asr_eta(data), "read_s": None}
 
 
-def _groups(data: Any) -> list[Any]:
-    if isinstance(data, dict):
-        for key in ("groups", "stages"):
-            if isinstance(data.get(key), list):
-                return data[key]
-        return [data]
-    return data if isinstance(data, list) else []
+def slowest_asr_eta(lag: dict[str, Any]) -> float | None:
+    """The longest ETA of the ASR groups in ``callqa lag --json`` (:func:`pipeline.ops.lag_view.as_json`:
+    one entry per stage and group under ``stages``; ASR stages are named ``asr-<bucket>``)."""
+    etas = [s["eta_s"] for s in lag.get("stages", []) if s["stage"].startswith("asr-") and s["eta_s"] is not None]
+    return max(etas) if etas else None
 
 
-def _find(obj: Any, key: str) -> Any:
-    if isinstance(obj, dict):
-        if key in obj:
-            return obj[key]
-        for v in obj.values():
-            found = _find(v, key)
-            if found is not None:
-                return found
-    return None
-
-
-def report(
-    settings,
-    opts,
-    night,
-    reader,
-    transcripts,
-    counts,
-    dead_ids,
-    workers,
-    scale,
-    published_at,
-    timeline,
-    eta,
-    sim,
-    audio_by_bucket,
-    engine_opts,
-    spec,
-) -> dict[str, Any]:
+def report(state: NightRun) -> dict[str, Any]:
+    """night.json (returned too) and night.html from what the night observed."""
+    settings, opts, night, reader, sim = state.settings, state.opts, state.night, state.reader, state.sim
+    transcripts, counts, dead_ids, workers = state.transcripts, state.counts, state.dead_ids, state.workers
+    published_at, timeline, eta, spec, scale = state.published_at, state.timeline, state.eta, state.spec, state.scale
+    audio_by_bucket, engine_opts = state.audio_by_bucket, state.engine_opts
+    assert reader is not None, "report() of a night that did not run"
     by_topic: dict[str, list] = defaultdict(list)
     for msg in reader.messages:
         by_topic[msg.topic().removeprefix(settings.topic_prefix)].append(msg)

@@ -180,9 +180,10 @@ async def send_in_source_transaction(app: faust.App, source: faust.types.Message
              source_partition=source.partition, source_offset=source.offset)
 
 
-async def send_all_in_source_transaction(app: faust.App, source: faust.types.Message,
-                                         sends: list[tuple[str, bytes | None, bytes, int | None,
-                                                           list[tuple[str, bytes]] | None]]) -> None:
+Send = tuple[str, bytes | None, bytes, int | None, list[tuple[str, bytes]] | None]  # topic, key, value, partition, headers
+
+
+async def send_all_in_source_transaction(app: faust.App, source: faust.types.Message, sends: list[Send]) -> None:
     """Several outputs of one input, as :func:`send_in_source_transaction`, with one wait for all.
 
     Each (topic, key, value, partition, headers) joins the source partition's transaction; the
@@ -190,17 +191,36 @@ async def send_all_in_source_transaction(app: faust.App, source: faust.types.Mes
     its de-dup marker) waits for one broker round trip instead of two in a row. Any failure stops
     the process before the input can be acknowledged, as for a single send.
     """
-    transactional_id = _transactional_id(app, source.topic, source.partition)
-    topic = sends[0][0] if sends else ""
+    await send_batch_in_source_transactions(app, [(source, sends)])
+
+
+async def send_batch_in_source_transactions(app: faust.App,
+                                            batch: list[tuple[faust.types.Message, list[Send]]]) -> None:
+    """The outputs of a batch of inputs, each in its own source partition's transaction, with one
+    wait for all their deliveries (a batch's inputs are acknowledged together, after this returns).
+
+    Sends are queued in input order, so the outputs of one partition keep that order. Any failure
+    stops the process before an input of the batch can be acknowledged (see
+    :func:`send_in_source_transaction`).
+    """
+    pending: list[tuple[faust.types.Message, Send, Any]] = []
+    current: tuple[faust.types.Message, Send] | None = None
     try:
-        deliveries = [await app.producer.send(topic, key, value, partition, None, headers,
-                                              transactional_id=transactional_id)
-                      for topic, key, value, partition, headers in sends]
-        for delivery in deliveries:
+        for source, sends in batch:
+            transactional_id = _transactional_id(app, source.topic, source.partition)
+            for send in sends:
+                current = (source, send)
+                topic, key, value, partition, headers = send
+                delivery = await app.producer.send(topic, key, value, partition, None, headers,
+                                                   transactional_id=transactional_id)
+                pending.append((source, send, delivery))
+        for source, send, delivery in pending:
+            current = (source, send)
             await delivery
-    except Exception as exc:  # noqa: BLE001 - any failure: the input must not be committed
-        halt(f"{type(exc).__name__}: {exc}", topic=topic, bytes=sum(len(send[2]) for send in sends),
-             source_topic=source.topic, source_partition=source.partition, source_offset=source.offset)
+    except Exception as exc:  # noqa: BLE001 - any failure: no input of the batch may be committed
+        source, send = current if current else (batch[0][0], ("", None, b"", None, None))
+        halt(f"{type(exc).__name__}: {exc}", topic=send[0], bytes=len(send[2]), source_topic=source.topic,
+             source_partition=source.partition, source_offset=source.offset, batch_inputs=len(batch))
 
 
 def halt(error: str, **context: object) -> NoReturn:

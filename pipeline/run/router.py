@@ -17,19 +17,31 @@ assigned, when they are assigned (:mod:`pipeline.run.router_markers`). In memory
 sent counts at once but is kept only once Faust reports the commit of the transaction holding
 it (:func:`pipeline.adapters.faust_app.on_commit`); a revoke forgets the others, since their
 transaction may abort and its arrivals come again (they must route, not be skipped).
+
+Several arrivals in flight: the agent takes arrivals in batches (``router_batch_max`` within
+``router_batch_window_s``), probes a batch's objects at once on ``router_probe_threads`` threads,
+decides them in arrival order (the de-dup, including two arrivals of one object in the batch,
+and the partition choice: :meth:`pipeline.run.router_step.ArrivalStep.decide_batch`), queues
+every output into its arrival's partition transaction and awaits all deliveries once. Faust
+acknowledges a batch's events only after that (``take_events``), so no offset is committed
+ahead of its outputs, and a failed send halts before any of them is acknowledged; so does any
+other error in a batch (Faust would acknowledge and skip all its events; every routing failure
+is a letter already, so this is a bug or a lost broker, and the restart reads the batch again).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import faust
 
 from pipeline.adapters.faust_app import (
     create_faust_app,
+    halt,
     on_commit,
-    send_all_in_source_transaction,
+    send_batch_in_source_transactions,
     stop_transactions_of_lost_partitions,
     watch_health,
 )
@@ -42,7 +54,7 @@ from pipeline.run.router_markers import MarkerLoader
 from pipeline.run.router_step import ArrivalStep
 from pipeline.runtime.health import StageHealth
 from pipeline.runtime.lag_kafka import recover_progress
-from pipeline.stages.markers import check_co_partitioned
+from pipeline.stages.markers import MarkerSet, check_co_partitioned
 from pipeline.stages.outputs import SEEN, Received, Writer
 from pipeline.stages.router import ArrivalRouter
 from pipeline.stages.routing import Buckets
@@ -104,26 +116,44 @@ def create_app(settings: Settings, app_id: str = "callqa-router", health: StageH
 
     step = ArrivalStep(router, Writer(limits, app_id, None, settings.topic), progress, retry_name)
 
+    # The probes' own threads: the default executor also runs marker reads and progress recovery.
+    probes = ThreadPoolExecutor(settings.router_probe_threads, thread_name_prefix="router-probe")
+
     @app.agent(arrivals)
     async def route(stream: faust.Stream) -> None:
         loop = asyncio.get_running_loop()
-        async for event in stream.events():
-            msg = event.message
-            if not step.wanted(msg.topic, event.headers):
-                continue  # a redrive for another router group
-            started = time.perf_counter()
-            received = Received(event.value, event.key,
-                                SourcePosition(topic=msg.topic, partition=msg.partition, offset=msg.offset),
-                                event.headers)
-            seen = await markers.seen(msg.partition)  # routing waits until the partition's markers are in
-            outcome = await loop.run_in_executor(None, step.route, received, seen)
-            records = step.plan(outcome, received)
-            if records:  # a routed call and its marker: in the arrival's transaction, one wait for both deliveries
-                await send_all_in_source_transaction(app, msg, [
-                    (settings.topic(r.topic), r.key, r.value, r.partition, list(r.headers) or None) for r in records])
+        async for events in stream.take_events(settings.router_batch_max, within=settings.router_batch_window_s):
+            try:
+                await route_batch(loop, events)
+            except Exception as exc:  # noqa: BLE001 - Faust would acknowledge and skip the whole batch
+                halt(f"router batch failed: {type(exc).__name__}: {exc}", inputs=len(events),
+                     first=[(e.message.topic, e.message.partition, e.message.offset) for e in events[:1]])
+
+    async def route_batch(loop: asyncio.AbstractEventLoop, events: list) -> None:
+        """Route one batch of events: probes at once, decisions in order, one wait for all sends."""
+        started = time.perf_counter()
+        batch = [(event.message, Received(event.value, event.key, SourcePosition(
+            topic=event.message.topic, partition=event.message.partition, offset=event.message.offset),
+            event.headers)) for event in events
+            if step.wanted(event.message.topic, event.headers)]  # else a redrive for another router group
+        seen_of: dict[int, MarkerSet] = {}
+        for msg, _ in batch:
+            if msg.partition not in seen_of:  # routing waits until the partition's markers are in
+                seen_of[msg.partition] = await markers.seen(msg.partition)
+        inspected = await asyncio.gather(*(
+            loop.run_in_executor(probes, step.inspect, received, seen_of[msg.partition])
+            for msg, received in batch))
+        decided = step.decide_batch([(r, i) for (_, r), i in zip(batch, inspected)], seen_of)
+        # Every routed call and marker in its arrival's transaction; one wait for all deliveries.
+        await send_batch_in_source_transactions(app, [
+            (msg, [(settings.topic(r.topic), r.key, r.value, r.partition, list(r.headers) or None)
+                   for r in records])
+            for (msg, _), (_, records) in zip(batch, decided) if records])
+        for (msg, _), (_, records) in zip(batch, decided):
             for record in records:
                 if record.topic == SEEN and record.key is not None:
                     markers.sent(msg.partition, record.key.decode(), msg.offset)  # pending until committed
+        for (_, received), (outcome, records) in zip(batch, decided):
             step.account(outcome, records, received, started)
 
     return app

@@ -5,20 +5,27 @@ between reading it and writing it: pass over a redrive for another group, route 
 (:class:`~pipeline.stages.router.ArrivalRouter`), plan its records
 (:func:`~pipeline.stages.outputs.plan_route`, which the embedded runner uses as well), and
 count and log the outcome. So it is tested with the same failure table as the other runners.
+
+A batch of arrivals (:meth:`ArrivalStep.inspect` for each, concurrently, then
+:meth:`ArrivalStep.decide_batch` once, in arrival order) gives what the same arrivals one at a
+time would: an object that arrives twice in the batch is routed once (:class:`SeenInBatch`),
+and partitions are chosen in arrival order.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Container
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass
 
 from prometheus_client import Counter, Histogram
 
+from pipeline.events import DeadLetter
 from pipeline.headers import REPLAY_GENERATION, HeadersLike, PartitionProgress, addressed_to, int_header
 from pipeline.logs import get_logger
-from pipeline.stages.outputs import Received, Record, Writer, plan_route
-from pipeline.stages.router import ArrivalRouter, Outcome, Routed, Skipped
+from pipeline.stages.outcomes import Dead
+from pipeline.stages.outputs import SEEN, Received, Record, Writer, plan_route
+from pipeline.stages.router import ArrivalRouter, Inspected, Outcome, Routed, SeenInBatch, Skipped
 
 log = get_logger("callqa.router")
 
@@ -45,6 +52,36 @@ class ArrivalStep:
         """Blocking (probes read storage): the agent runs it in an executor."""
         generation = int_header(received.headers, REPLAY_GENERATION)
         return self.router.route(received.payload, received.key, seen, received.source, generation)
+
+    def inspect(self, received: Received, seen: Container[str]) -> Inspected:
+        """The storage half of :meth:`route` (blocking; several at once in the agent's probe threads)."""
+        generation = int_header(received.headers, REPLAY_GENERATION)
+        return self.router.inspect(received.payload, received.key, seen, received.source, generation)
+
+    def decide_batch(
+        self, batch: Sequence[tuple[Received, Inspected]], seen_of: Mapping[int, Container[str]]
+    ) -> list[tuple[Outcome, list[Record]]]:
+        """Outcomes and records of a batch, decided in arrival order, as one at a time would be:
+        each arrival is checked against its partition's markers (``seen_of``, by source partition)
+        and the markers planned for the arrivals before it in the batch (-1: an arrival without a source)."""
+        in_batch = {p: SeenInBatch(seen) for p, seen in seen_of.items()}
+        results = []
+        for received, inspected in batch:
+            seen = in_batch[received.source.partition if received.source else -1]
+            outcome = self._decide(inspected, seen, received)
+            records = self.plan(outcome, received)
+            for record in records:
+                if record.topic == SEEN and record.key is not None:
+                    seen.add(record.key.decode())
+            results.append((outcome, records))
+        return results
+
+    def _decide(self, inspected: Inspected, seen: Container[str], received: Received) -> Outcome:
+        try:
+            return self.router.decide(inspected, seen)
+        except Exception as exc:  # noqa: BLE001 - raised into the agent, Faust would ack the whole batch
+            return Dead(DeadLetter.of(payload=received.payload, key=received.key, reason="internal_error",
+                                      message=f"{type(exc).__name__}: {exc}", stage="router", source=received.source))
 
     def plan(self, outcome: Outcome, received: Received) -> list[Record]:
         """The records for an outcome; progress stamps advance here, on the event loop, one event at a time."""

@@ -1,7 +1,11 @@
 """The routing stage as a plain object: one arrival in, one outcome out.
 
 decode → (skip foreign buckets and non-creations) → stat → de-duplicate → probe →
-validate → bucket + partition → RoutedCall. Every failure becomes a DeadLetter with a
+validate → bucket + partition → RoutedCall. In two halves, so that a router can probe several
+arrivals at once and still decide in arrival order: :meth:`ArrivalRouter.inspect` (everything
+that reads storage; any thread) and :meth:`ArrivalRouter.decide` (the de-dup against what
+routed before and the partition choice, which depend on order; one event at a time).
+:meth:`ArrivalRouter.route` is both in a row. Every failure becomes a DeadLetter with a
 reason code; nothing raises out of :meth:`ArrivalRouter.route`: whatever the store raises
 is ``fetch_failed`` and an unexpected error (a bug) is ``internal_error``, so an adapter
 never skips an input silently.
@@ -64,6 +68,41 @@ class Skipped:
 Outcome = Routed | Dead[None] | Skipped
 
 
+@dataclass(frozen=True)
+class Probed:
+    """An arrival whose object was read and validated, its call built; left to decide: whether it
+    routed before (``dedup_key``) and the partition, both in arrival order."""
+
+    call: RoutedCall
+    dedup_key: str
+
+
+Inspected = Probed | Dead[None] | Skipped
+
+
+class SeenInBatch:
+    """The de-dup check for a batch of one arrivals partition: the markers known before the
+    batch, plus the identities whose markers earlier arrivals of the batch produced.
+
+    Arrivals of one batch are probed together against the markers as they were before it, so
+    an object that arrives twice in one batch passes that check twice; deciding in arrival
+    order against this set routes the first and skips the second, as one at a time would.
+    Kept apart from the marker table: a revoke mid-batch drops the table's pending markers,
+    but both arrivals are in one transaction (they commit or abort together), so the second
+    must still be skipped.
+    """
+
+    def __init__(self, before: Container[str]) -> None:
+        self.before = before
+        self.produced: set[str] = set()
+
+    def __contains__(self, identity: object) -> bool:
+        return identity in self.produced or identity in self.before
+
+    def add(self, identity: str) -> None:
+        self.produced.add(identity)
+
+
 @dataclass
 class ArrivalRouter:
     store: ObjectStore
@@ -85,6 +124,29 @@ class ArrivalRouter:
         """Route one arrival. ``seen`` holds the identities already routed (the de-dup markers);
         the caller records ``Routed.dedup_key`` in it once the output is committed.
         ``generation`` > 0 re-routes a version already routed: a replay has its own identity."""
+        return self.decide(self.inspect(payload, key, seen, source, generation), seen)
+
+    def decide(self, inspected: Inspected, seen: Container[str]) -> Outcome:
+        """The order-dependent half: a probed arrival already in ``seen`` is a duplicate; else it
+        takes the partition with the least audio so far. Call in arrival order, one at a time."""
+        if not isinstance(inspected, Probed):
+            return inspected
+        call = inspected.call
+        if inspected.dedup_key in seen:
+            return Skipped("duplicate")
+        partition = self.balancer.choose(call.bucket, self.partitions_of(call.bucket), call.duration_s)
+        return Routed(call, partition, inspected.dedup_key)
+
+    def inspect(
+        self,
+        payload: bytes,
+        key: bytes | None,
+        seen: Container[str],
+        source: SourcePosition | None = None,
+        generation: int = 0,
+    ) -> Inspected:
+        """The storage half (stat, probe; blocking, safe to run for several arrivals at once):
+        ``seen`` spares the probe of a version routed before; :meth:`decide` checks again."""
 
         def dead(reason: ReasonCode, message: str) -> Dead[None]:
             return Dead(
@@ -95,7 +157,7 @@ class ArrivalRouter:
             arrival = decode_arrival(payload)
             if self.accept_buckets is not None and arrival.object.bucket not in self.accept_buckets:
                 return Skipped("foreign_bucket")
-            return self._route(arrival, seen, generation)
+            return self._inspect(arrival, seen, generation)
         except SkipEvent:
             return Skipped("not_creation")
         except UnsupportedSchemaVersion as exc:
@@ -115,7 +177,7 @@ class ArrivalRouter:
         except Exception as exc:  # noqa: BLE001 - a bug must not cost the input: keep it in the DLQ
             return dead("internal_error", f"{type(exc).__name__}: {exc}")
 
-    def _route(self, arrival: AudioArrived, seen: Container[str], generation: int = 0) -> Outcome:
+    def _inspect(self, arrival: AudioArrived, seen: Container[str], generation: int = 0) -> Inspected:
         info = storage_call(self.store.stat, arrival.object)
         # Content identity: a re-put of unchanged bytes is a new version with the same etag.
         ref = ObjectRef(
@@ -133,7 +195,6 @@ class ArrivalRouter:
         probe_ms = (time.perf_counter() - started) * 1000
         metadata = {**info.metadata, **arrival.metadata}
         bucket = self.buckets.bucket_for(audio.duration_s)
-        partition = self.balancer.choose(bucket, self.partitions_of(bucket), audio.duration_s)
         call = RoutedCall(
             call_id=call_id_for(ref.key, metadata),
             object=ref,
@@ -150,7 +211,7 @@ class ArrivalRouter:
             probe_ms=round(probe_ms, 3),
             replay_id=f"gen{generation}" if generation else None,
         )
-        return Routed(call, partition, dedup_key)
+        return Probed(call, dedup_key)
 
     def _probe(self, ref: ObjectRef, size_bytes: int) -> AudioInfo:
         if size_bytes == 0:

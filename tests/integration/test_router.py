@@ -140,6 +140,28 @@ def test_duplicates_route_once_and_new_versions_route_again(settings: Settings, 
     assert sorted(round(c.duration_s) for c in calls) == [4, 5]
 
 
+def test_objects_arriving_several_times_in_one_batch_route_once(settings: Settings, router, reader,
+                                                                 tmp_path: Path) -> None:
+    """Every arrival is in before the router starts, so each of its batches holds several arrivals
+    of one object (MinIO's two puts and the upstream's re-publish), probed together: each object
+    routes once, and the rest are skipped, not routed again nor dead-lettered."""
+    client = storage_client(settings)
+    data = audio.write(tmp_path / "b.wav", 2.0, 8000).read_bytes()
+    n = 24
+    publisher = ArrivalPublisher(settings)
+    for i in range(n):
+        for _ in range(2):  # the same bytes put twice: two arrivals, one content identity
+            client.put_object(settings.recordings_bucket, f"b/{i:03d}.wav", io.BytesIO(data), len(data))
+        publisher.publish(ObjectRef(bucket=settings.recordings_bucket, key=f"b/{i:03d}.wav"))
+    publisher.flush()
+    router()
+    counts = Counter(c.call_id for c in routed(settings, reader, want=n, timeout_s=120, settle_s=8))
+    assert len(counts) == n and max(counts.values()) == 1, [k for k, v in counts.items() if v > 1][:5]
+    prefix = f"{settings.recordings_bucket}/".encode()
+    assert consume(settings, "router.dlq", want=1, timeout_s=5, settle_s=0,
+                   keep=lambda m: (m.key() or b"").startswith(prefix)) == []
+
+
 def test_killed_router_routes_every_arrival_exactly_once(settings: Settings, router, reader, tmp_path: Path) -> None:
     client = storage_client(settings)
     data = audio.write(tmp_path / "k.wav", 1.0, 8000).read_bytes()
