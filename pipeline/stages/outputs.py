@@ -14,18 +14,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipeline.events import DeadLetter, SourcePosition, encode
+from pipeline.events import AudioRedacted, DeadLetter, SourcePosition, encode
 from pipeline.headers import REDRIVE_ATTEMPT, HeadersLike, Stamp, int_header, processing_headers
 from pipeline.stages.asr import AsrOutcome, Transcribed
 from pipeline.stages.outcomes import Dead
 from pipeline.stages.qa import Evaluated, QaOutcome
+from pipeline.stages.redacted_copies import NothingToRedact, RedactedOutcome
 from pipeline.stages.router import Outcome as RouteOutcome
 from pipeline.stages.router import Routed
 from pipeline.stages.sizes import MessageLimits, fitting_letter, too_large_letter
 
 Headers = tuple[tuple[str, bytes], ...]
-DLQ = {"router": "router.dlq", "asr": "asr.dlq", "qa": "qa.dlq"}
+DLQ = {"router": "router.dlq", "asr": "asr.dlq", "qa": "qa.dlq", "redact": "redact.dlq"}
 TRANSCRIPTS, RAW_TRANSCRIPTS, FINDINGS, SEEN = "asr.transcripts", "asr.transcripts.raw", "qa.findings", "router.seen"
+REDACTED = "audio.redacted"
 
 
 @dataclass(frozen=True)
@@ -142,6 +144,18 @@ def plan_evaluated(outcome: QaOutcome, received: Received, writer: Writer) -> li
     assert isinstance(outcome, Evaluated)
     result = outcome.result
     return [writer.fitting("qa", Record(FINDINGS, result.call_id.encode(), encode(result)), received)]
+
+
+def plan_redacted(outcome: RedactedOutcome, received: Received, writer: Writer) -> list[Record]:
+    """The event naming a written copy to ``audio.redacted`` (key: call id); a letter to ``redact.dlq``
+    (a transient storage failure is one too, once the store's retry deadline has passed, as for the
+    router and the worker); a transcript without PII: nothing."""
+    if isinstance(outcome, Dead):
+        return [writer.dead(outcome.letter, received)]
+    if isinstance(outcome, NothingToRedact):
+        return []
+    assert isinstance(outcome, AudioRedacted)
+    return [writer.fitting("redact", Record(REDACTED, outcome.call_id.encode(), encode(outcome)), received)]
 
 
 def letters(records: Sequence[Record]) -> list[DeadLetter]:

@@ -81,7 +81,8 @@ class NothingToRedact:
     call_id: str
 
 
-RedactOutcome = Redact | NothingToRedact | Dead[None]
+RedactOutcome = Redact | NothingToRedact | Dead[None]  # a transcript planned
+RedactedOutcome = AudioRedacted | NothingToRedact | Dead[None]  # a transcript done: what is written of it
 Phase = Literal["read", "write"]
 
 

@@ -1,0 +1,148 @@
+"""The Faust redaction stage's per-event handling, without Faust: one transcript in, the records to write out.
+
+:class:`TranscriptRedaction` holds what the agent in :mod:`pipeline.run.redact` does with an event
+between reading it and writing it: pass over a redrive for another group, plan the copy
+(:func:`~pipeline.stages.redacted_copies.plan_payload`), read, cut, write and verify it
+(:class:`Redactor`), plan its records (:func:`~pipeline.stages.outputs.plan_redacted`, the planner
+the router, worker and QA outputs go through as well), and count and log the outcome.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from prometheus_client import Counter
+
+from pipeline.events import AudioRedacted, ObjectRef, SourcePosition
+from pipeline.headers import HeadersLike, addressed_to
+from pipeline.logs import get_logger
+from pipeline.run.redacted_audio import redacted_copy
+from pipeline.stages.audio_redaction import Mode
+from pipeline.stages.outcomes import Dead
+from pipeline.stages.outputs import Received, Record, Writer, plan_redacted
+from pipeline.stages.redacted_copies import (
+    NothingToRedact,
+    Phase,
+    Redact,
+    RedactedOutcome,
+    RedactOutcome,
+    Target,
+    check_matches,
+    copy_metadata,
+    letter_for,
+    plan_payload,
+    probe_recording,
+    redacted_event,
+)
+from pipeline.stages.retry import RetryingStore
+from pipeline.stages.storage import ObjectInfo, StorageRefused
+
+log = get_logger("callqa.redact")
+REDACTED = Counter("callqa_redact_copies_total", "Redacted copies written")
+SPANS = Counter("callqa_redact_spans_total", "PII spans cut", ["type"])
+DEAD = Counter("callqa_redact_dead_lettered_total", "Transcripts dead-lettered by the redaction stage", ["reason"])
+
+
+class Redactor:
+    """Read, cut, write and verify one copy; a failure is a dead letter, never an exception."""
+
+    def __init__(self, store: RetryingStore, target: Target, mode: Mode, max_copy_bytes: int) -> None:
+        self.store, self.target, self.mode, self.max_copy_bytes = store, target, mode, max_copy_bytes
+
+    def run(
+        self, plan: Redact, payload: bytes, key: bytes | None, source: SourcePosition | None
+    ) -> AudioRedacted | Dead[None]:
+        phase: Phase = "read"
+        try:
+            data = self.store.read(plan.transcript.object)  # If-Match its etag: a rewritten key is refused
+            info = probe_recording(data)
+            check_matches(info, plan.transcript)
+            copy = redacted_copy(data, info, plan.channel_spans, plan.key, self.mode, self.max_copy_bytes)
+            phase = "write"
+            stored = self.store.put(
+                self.target.bucket, copy.name, copy.data, copy.content_type, copy_metadata(plan, self.mode)
+            )
+            ref = ObjectRef(bucket=self.target.bucket, key=copy.name, version_id=stored.version_id)
+            _verify(self.store.stat(ref), stored, len(copy.data), f"{self.target.bucket}/{copy.name}")
+        except Exception as exc:  # noqa: BLE001 - every failure is this call's letter; the stage goes on
+            return letter_for(exc, phase, payload, key, source)
+        return redacted_event(
+            plan,
+            bucket=self.target.bucket,
+            key=copy.name,
+            data=copy.data,
+            version_id=stored.version_id,
+            format=copy.format,
+            subtype=copy.subtype,
+            converted=copy.converted,
+            sample_rate_hz=copy.sample_rate_hz,
+            channels=copy.channels,
+            mode=self.mode,
+        )
+
+
+def _verify(found: ObjectInfo, stored: ObjectInfo, size_bytes: int, where: str) -> None:
+    """The copy as stored is the one just written: its size, and the ETag the put answered with.
+    (Not the ETag against an MD5 of the bytes: with server-side encryption it is no MD5. The bytes
+    themselves are checked in transit by the request's SigV4 payload hash.)"""
+    if found.size_bytes != size_bytes or (stored.etag and found.etag != stored.etag):
+        raise StorageRefused(
+            f"{where}: stored copy is {found.size_bytes} bytes, etag {found.etag}; written {size_bytes} bytes, "
+            f"etag {stored.etag} (verification failed)"
+        )
+
+
+@dataclass
+class TranscriptRedaction:
+    redactor: Redactor
+    writer: Writer  # the redaction group's: limits, group name, physical topic names
+    retry_topic: str  # physical name of redact.retry
+
+    def wanted(self, topic: str, headers: HeadersLike) -> bool:
+        """False for a redrive addressed to another redaction group."""
+        return topic != self.retry_topic or addressed_to(headers, self.writer.group or "")
+
+    def planned(self, received: Received) -> RedactOutcome:
+        """Decode and plan (quick, no I/O; never raises)."""
+        return plan_payload(received.payload, received.key, self.redactor.target, received.source)
+
+    def redact(self, planned: RedactOutcome, received: Received) -> RedactedOutcome:
+        """Blocking (reads, cuts and writes a whole recording; never raises): the agent runs it in an executor."""
+        if not isinstance(planned, Redact):
+            return planned
+        return self.redactor.run(planned, received.payload, received.key, received.source)
+
+    def plan(self, outcome: RedactedOutcome, received: Received) -> list[Record]:
+        return plan_redacted(outcome, received, self.writer)
+
+    def handle(self, received: Received) -> list[Record]:
+        """Plan, redact, plan the records and account in one call (what the agent does, in this thread)."""
+        started = time.perf_counter()
+        outcome = self.redact(self.planned(received), received)
+        records = self.plan(outcome, received)
+        self.account(outcome, records, received, started)
+        return records
+
+    def account(self, outcome: RedactedOutcome, records: list[Record], received: Received, started: float) -> None:
+        source = received.source
+        logger = log.bind(topic=source.topic, partition=source.partition, offset=source.offset) if source else log
+        letter = next((r.letter for r in records if r.letter is not None), None)
+        if letter is not None:
+            DEAD.labels(letter.reason).inc()
+            logger.warning("transcript_dead_lettered", reason=letter.reason, message=letter.message)
+            return
+        if isinstance(outcome, NothingToRedact) or not isinstance(outcome, AudioRedacted):
+            return  # no PII span: no copy, no event (the transcript's empty pii says so)
+        REDACTED.inc()
+        for span in outcome.spans:
+            SPANS.labels(span.type).inc()
+        logger.info(
+            "call_redacted",
+            call_id=outcome.call_id,
+            bucket=outcome.bucket,
+            key=outcome.key,
+            spans=len(outcome.spans),
+            bytes=outcome.size_bytes,
+            ms=round((time.perf_counter() - started) * 1000, 2),
+        )
