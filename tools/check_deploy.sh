@@ -43,7 +43,7 @@ echo "check_deploy: tools ready in $(( $(date +%s) - start ))s ($("$kustomize" v
 # Render from a copy, with the operator-written secret files filled from their templates.
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 cp -r "$repo/deploy/kubernetes" "$work/kubernetes"
-for f in secrets kafka-auth; do cp "$work/kubernetes/base/$f.env.example" "$work/kubernetes/base/$f.env"; done
+for f in secrets kafka-auth redact-secrets; do cp "$work/kubernetes/base/$f.env.example" "$work/kubernetes/base/$f.env"; done
 # The replay worker is an opt-in component: render it on top of one overlay, as the runbook does.
 mkdir -p "$work/kubernetes/overlays-replay"
 cp -r "$work/kubernetes/overlays/nvidia" "$work/kubernetes/overlays-replay/nvidia"
@@ -67,8 +67,10 @@ done
 "$checkers/bin/check-jsonschema" --builtin-schema vendor.compose-spec \
   "$repo/deploy/compose.yaml" "$repo/deploy/compose.gpu.yaml"
 # No secret values in the repository: the operator-written files stay untracked.
-if git -C "$repo" ls-files --error-unmatch deploy/kubernetes/base/secrets.env deploy/kubernetes/base/kafka-auth.env \
-     deploy/callqa.env >/dev/null 2>&1; then
-  echo "check_deploy: an operator secrets file is committed" >&2; exit 1
-fi
+for f in deploy/kubernetes/base/secrets.env deploy/kubernetes/base/kafka-auth.env \
+         deploy/kubernetes/base/redact-secrets.env deploy/callqa.env deploy/redact.env deploy/admin.env; do
+  if git -C "$repo" ls-files --error-unmatch "$f" >/dev/null 2>&1; then
+    echo "check_deploy: an operator secrets file is committed: $f" >&2; exit 1
+  fi
+done
 echo "check_deploy: passed in $(( $(date +%s) - start ))s"

@@ -3,7 +3,8 @@
 usage: python -m tools.check_manifests OVERLAY=RENDERED.yaml ... --compose deploy/compose.yaml
 
 Kubernetes (each overlay, as `kustomize build` renders it):
-- every configured bucket has a worker StatefulSet and a KEDA ScaledObject; router and QA have one too;
+- every configured bucket has a worker StatefulSet and a KEDA ScaledObject; router, QA and redaction
+  have one too;
 - maxReplicaCount <= the input topic's partitions (topics/catalog.yaml); a kafka trigger names the
   stage's real consumer group and topic, offsetResetPolicy "earliest" (what the stages use) and a
   TriggerAuthentication; triggers, grace periods, PodDisruptionBudgets and node selectors as
@@ -11,8 +12,10 @@ Kubernetes (each overlay, as `kustomize build` renders it):
 - every container: non-root, no privilege escalation, all capabilities dropped, read-only root
   filesystem, CPU and memory requests; stage containers: probes on /healthz and /readyz, port 9100;
 - workers: CALLQA_ASR_THREADS from the CPU limit, the overlay's device resource and torch device;
-- container args parse with the real `callqa` CLI; every CALLQA_* key is a real setting.
-Compose: the same CLI and settings checks, a worker per bucket, stages waiting on the topics service.
+- container args parse with the real `callqa` CLI; every CALLQA_* key is a real setting;
+- the redaction stage runs as its own MinIO user (callqa-redact-secrets), the others as the pipeline's.
+Compose: the same CLI and settings checks, a worker per bucket, stages waiting on the topics service,
+the redaction stage with its own MinIO user (redact.env) and its bucket and policy in minio-setup.
 Run with the project's Python (it imports pipeline).
 """
 
@@ -38,7 +41,14 @@ DEVICE = {  # overlay -> (device resource, torch device)
     "iluvatar": ("iluvatar.com/gpu", "cuda:0"),
     "cpu": (None, "cpu"),
 }
-STAGE_GROUPS = {"callqa-router": ("callqa-router", "audio.arrivals"), "callqa-qa": ("callqa-qa", "asr.transcripts")}
+STAGE_GROUPS = {
+    "callqa-router": ("callqa-router", "audio.arrivals"),
+    "callqa-qa": ("callqa-qa", "asr.transcripts"),
+    "callqa-redact": ("callqa-redact", "asr.transcripts"),
+}
+STAGES = ("router", "qa", "redact")  # the compose services (and callqa-<name> Deployments) besides the workers
+REDACT_SECRET = "callqa-redact-secrets"
+REDACT_POLICY = "callqa-redact-policy.json"
 SETTINGS_KEYS = {f"CALLQA_{name.upper()}" for name in Settings.model_fields}
 CLI = typer.main.get_command(app)
 
@@ -81,7 +91,7 @@ def check_overlay(overlay: str, docs: list[dict[str, Any]], errors: list[str]) -
     if any(
         s.get("stringData") or any(s.get("data", {}).values())
         for s in by_kind.get("Secret", {}).values()
-        if not s["metadata"]["name"].startswith(("callqa-secrets-", "callqa-kafka-auth-"))
+        if not s["metadata"]["name"].startswith(("callqa-secrets-", "callqa-kafka-auth-", f"{REDACT_SECRET}-"))
     ):
         errors.append(f"{overlay}: a Secret with values outside the secretGenerator")
     expected = dict(STAGE_GROUPS, **{f"callqa-worker-{b}": (f"asr-{b}", f"audio.bucket.{b}") for b in buckets})
@@ -114,6 +124,10 @@ def check_overlay(overlay: str, docs: list[dict[str, Any]], errors: list[str]) -
     for kind in ("Deployment", "StatefulSet", "Job"):
         for name, obj in by_kind.get(kind, {}).items():
             check_pod(overlay, f"{kind} {name}", obj["spec"]["template"]["spec"], kind != "Job", errors)
+    for name in (f"callqa-{s}" for s in STAGES):
+        if name not in by_kind.get("Deployment", {}):
+            errors.append(f"{overlay}: no Deployment {name}")
+    check_redact_user(overlay, by_kind, errors)
     edges = yaml.safe_load(settings_cm["data"].get("CALLQA_BUCKET_EDGES_S", "null")) or Settings().bucket_edges_s
     max_duration = float(settings_cm["data"].get("CALLQA_MAX_DURATION_S", Settings().max_duration_s))
     check_scaling(overlay, by_kind, dict(zip(buckets, [*map(float, edges), max_duration])), errors)
@@ -137,6 +151,24 @@ def check_overlay(overlay: str, docs: list[dict[str, Any]], errors: list[str]) -
             errors.append(f"{overlay}: worker {b}: no {resource}: 1 limit")
         if container["args"][:3] != ["worker", "--bucket", "$(REPLAY_BUCKET)" if b == "replay" else b]:
             errors.append(f"{overlay}: worker {b}: args {container['args']}")
+
+
+def check_redact_user(overlay: str, by_kind: dict[str, dict[str, dict[str, Any]]], errors: list[str]) -> None:
+    """The redaction stage takes its S3 credentials from its own Secret (the only user that may write
+    objects); no other workload reads that Secret."""
+    for kind in ("Deployment", "StatefulSet", "Job"):
+        for name, obj in by_kind.get(kind, {}).items():
+            for c in obj["spec"]["template"]["spec"]["containers"]:
+                env = {e["name"]: e for e in c.get("env", [])}
+                refs = {
+                    key: env.get(key, {}).get("valueFrom", {}).get("secretKeyRef", {}).get("name", "")
+                    for key in ("CALLQA_S3_ACCESS_KEY", "CALLQA_S3_SECRET_KEY")
+                }
+                own = [k for k, ref in refs.items() if ref.startswith(f"{REDACT_SECRET}-")]
+                if name == "callqa-redact" and len(own) != len(refs):
+                    errors.append(f"{overlay}: {kind} {name}: S3 credentials {refs} are not from {REDACT_SECRET}")
+                if name != "callqa-redact" and own:
+                    errors.append(f"{overlay}: {kind} {name} reads the redaction stage's MinIO user ({REDACT_SECRET})")
 
 
 def check_pod(overlay: str, where: str, pod: dict[str, Any], serves_http: bool, errors: list[str]) -> None:
@@ -172,7 +204,7 @@ def check_compose(path: Path, errors: list[str]) -> None:
     for b in buckets:
         if f"worker-{b}" not in services:
             errors.append(f"compose: no worker for bucket {b}")
-    for name in ["router", "qa", *(f"worker-{b}" for b in buckets)]:
+    for name in [*STAGES, *(f"worker-{b}" for b in buckets)]:
         svc = services.get(name, {})
         if svc.get("depends_on", {}).get("topics", {}).get("condition") != "service_completed_successfully":
             errors.append(f"compose: {name} does not wait for the topics service")
@@ -183,6 +215,7 @@ def check_compose(path: Path, errors: list[str]) -> None:
             check_args(svc.get("command", []), f"compose: {name}", errors)
             check_env_keys(list(svc.get("environment", {}) or {}), f"compose: {name}", errors)
     check_compose_ops(services, errors)
+    check_compose_redact(services, errors)
     example = path.parent / "callqa.env.example"
     keys = [ln.split("=", 1)[0] for ln in example.read_text().splitlines() if "=" in ln and not ln.startswith("#")]
     check_env_keys(keys, f"compose: {example.name}", errors)
@@ -205,10 +238,27 @@ def check_compose_ops(services: dict[str, Any], errors: list[str]) -> None:
     mounts = " ".join(str(v) for v in services.get("grafana", {}).get("volumes", []))
     if "prometheus" not in services or "callqa-dashboard.json" not in mounts:
         errors.append("compose: no Prometheus, or no Grafana with deploy/grafana/callqa-dashboard.json")
-    for name in ("router", "qa", "worker-short"):
+    for name in (*STAGES, "worker-short"):
         env_files = services.get(name, {}).get("env_file", [])
         if "admin.env" in ([env_files] if isinstance(env_files, str) else env_files):
             errors.append(f"compose: {name} reads MinIO's root credentials")
+
+
+def check_compose_redact(services: dict[str, Any], errors: list[str]) -> None:
+    """The redaction stage runs as its own MinIO user (redact.env, read after callqa.env so that its
+    credentials win); minio-setup creates the copies' bucket and that user's policy."""
+    env_files = services.get("redact", {}).get("env_file", [])
+    env_files = [env_files] if isinstance(env_files, str) else env_files
+    if not env_files or env_files[-1] != "redact.env":
+        errors.append(f"compose: redact: env_file {env_files}: redact.env (its own MinIO user) must come last")
+    for name, svc in services.items():
+        files = svc.get("env_file", [])
+        if name != "redact" and "redact.env" in ([files] if isinstance(files, str) else files):
+            errors.append(f"compose: {name} reads the redaction stage's MinIO user (redact.env)")
+    script = " ".join(str(line) for line in services.get("minio-setup", {}).get("command", []))
+    for needed in ("CALLQA_REDACT_BUCKET", "CALLQA_REDACT_PREFIX", REDACT_POLICY, "policy attach local callqa-redact"):
+        if needed not in script:
+            errors.append(f"compose: minio-setup does not set up the redaction stage ({needed})")
 
 
 def main(argv: list[str]) -> int:

@@ -4,7 +4,7 @@
   ``max by (group)`` (every replica exports the whole group's gauge: a sum would count it once per
   replica); the threshold is the audio one worker transcribes in the usable window at the target's
   RTFx (deploy/kubernetes/sizing.yaml). The router keeps Kafka lag (its input has no transaction
-  markers); QA scales on its messages gauge.
+  markers); QA and the redaction stage scale on their messages gauges.
 - Grace periods: a worker's terminationGracePeriodSeconds covers the longest batch its bucket allows
   at the target's RTFx, with the safety factor and commit time of sizing.yaml.
 - A PodDisruptionBudget for every stage workload.
@@ -86,11 +86,12 @@ def check_scaling(
                     f"{longest_batch_s(upper, sizing['max_calls'], sizing['max_audio_s']):.0f} audio s "
                     f"at RTFx {rtfx:g})"
                 )
-    qa = scaled.get("callqa-qa")
-    if qa is not None:
-        want = _query('max by (group) (callqa_backlog_messages{group="callqa-qa"})')
-        if [_query(t["metadata"].get("query", "")) for t in qa["spec"]["triggers"]] != [want]:
-            errors.append(f"{overlay}: callqa-qa: scale on {want} alone")
+    for stage in ("callqa-qa", "callqa-redact"):  # asr.transcripts in its own group: the messages gauge
+        so = scaled.get(stage)
+        if so is not None:
+            want = _query(f'max by (group) (callqa_backlog_messages{{group="{stage}"}})')
+            if [_query(t["metadata"].get("query", "")) for t in so["spec"]["triggers"]] != [want]:
+                errors.append(f"{overlay}: {stage}: scale on {want} alone")
     check_pdbs(overlay, by_kind, errors)
 
 
