@@ -26,5 +26,5 @@ PY=${PYTHON:-.venv/bin/python}
     pipeline/simulated tools/simulate_night.py tests/unit/test_simulated.py tests/integration/test_simulated_night.py \
     pipeline/run/redact.py pipeline/run/redacted_audio.py tests/unit/test_redacted_copies.py \
     tests/unit/test_redacted_audio.py tests/integration/test_redaction_stage.py pipeline/run/redact_step.py \
-    tests/unit/test_redacted_outputs.py tests/unit/test_deployed_stages.py
+    tests/unit/test_redacted_outputs.py tests/unit/test_deployed_stages.py tests/integration/test_redact_policy.py
 "$PY" -m mypy  # strict on pipeline/stages, asr/packing, asr/timing ([tool.mypy] in pyproject.toml)
