@@ -10,7 +10,6 @@ under its own identity, from its own arrival.
 from __future__ import annotations
 
 import io
-import time
 from pathlib import Path
 
 import numpy as np
@@ -104,10 +103,8 @@ def test_a_re_put_after_routing_is_dead_lettered_not_transcribed_under_the_old_i
                 asr_threads="1",
             )
         )
-        deadline = time.monotonic() + 600
-        while time.monotonic() < deadline and len(transcripts(reader)) + len(letters(reader)) < 2:
-            reader.poll(1.0)
-        reader.poll(10.0)  # anything more would be a duplicate
+        # then 10 s more: anything more would be a duplicate
+        reader.wait_for(lambda _: len(transcripts(reader)) + len(letters(reader)), 2, 600, settle_s=10)
 
         got = transcripts(reader)
         assert [(t.object.etag, similar(" ".join(LINES[3]), text(t))) for t in got] == [(new_etag, True)], [
