@@ -56,7 +56,7 @@ CONFIGS: dict[str, dict[str, object]] = {
     "callqa-first-pass": {"number_languages": ()},
     # speech kept before / after each VAD region (silero's own default is 30 ms both, faster-whisper's 400 ms)
     "callqa-onset60": {"vad": VadOptions(onset_pad_ms=60)},
-    "callqa-onset200": {"vad": VadOptions(onset_pad_ms=200)},
+    "callqa-onset150": {"vad": VadOptions(onset_pad_ms=150)},
     "callqa-pad200": {"vad": VadOptions(speech_pad_ms=200, onset_pad_ms=200)},
 }
 

@@ -29,7 +29,7 @@ class VadOptions:
     # more kept before a region than after it: 60 ms clipped the first syllable of turns on
     # band-limited, codec'd speech; padding the end as much invents words in the silence
     # after a turn (pipeline/asr/README.md, "VAD pad")
-    onset_pad_ms: int = 150
+    onset_pad_ms: int = 200
     max_window_s: float = 30.0
 
 
