@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from tools.simulate_night import parse_args, router_plan
+import pytest
+
+from pipeline.simulated.engine import SimulatedEngineOptions, device_time
+from pipeline.simulated.storage import SimulatedRecording
+from pipeline.stages.routing import Buckets
+from tools.simulate_night import ideal_device_s, parse_args, router_plan
 
 
 def test_the_router_count_defaults_to_the_plan_for_the_nights_burst() -> None:
@@ -22,3 +27,15 @@ def test_the_router_count_defaults_to_the_plan_for_the_nights_burst() -> None:
 def test_routers_option_overrides_the_plan() -> None:
     planned, count = router_plan(parse_args(["--calls", "100000", "--out", "x", "--routers", "2"]), 6)
     assert planned.routers == 11 and count == 2
+
+
+def test_the_ideal_makespan_packs_a_buckets_calls_into_full_batches() -> None:
+    # a worker batches many calls together: the ideal is their device time in full batches, not the
+    # sum of each call alone (every lone call would pay the batch-fill floor)
+    opts = SimulatedEngineOptions(rtfx=450.0)
+    calls = [SimulatedRecording(i, 300.0, 2, 8000, None) for i in range(100)]
+    together = device_time([(r.duration_s, r.channels) for r in calls], opts).device_s
+    alone = sum(device_time([(r.duration_s, r.channels)], opts).device_s for r in calls)
+    assert together < 0.8 * alone
+    buckets = Buckets((30.0, 120.0, 600.0), ("short", "medium", "long", "xlong"))
+    assert ideal_device_s(calls, buckets, {"long": 2}, opts) == pytest.approx(together / 2)
