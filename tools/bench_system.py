@@ -28,6 +28,7 @@ from pathlib import Path
 from pipeline.asr import load_call_audio
 from pipeline.asr.audio import resample
 from pipeline.asr.engine import FULL_CONTEXT_S
+from pipeline.asr.vad import VadOptions
 
 ROLES = {0: "agent", 1: "customer"}
 
@@ -53,6 +54,10 @@ CONFIGS: dict[str, dict[str, object]] = {
     # the digit-biased second decode of number regions (pipeline/asr/number_pass.py)
     "callqa-numbers": {"number_languages": ("en", "zh")},
     "callqa-first-pass": {"number_languages": ()},
+    # speech kept before / after each VAD region (silero's own default is 30 ms both, faster-whisper's 400 ms)
+    "callqa-onset60": {"vad": VadOptions(onset_pad_ms=60)},
+    "callqa-onset150": {"vad": VadOptions(onset_pad_ms=150)},
+    "callqa-pad200": {"vad": VadOptions(speech_pad_ms=200, onset_pad_ms=200)},
 }
 
 

@@ -26,7 +26,20 @@ class VadOptions:
     min_speech_ms: int = 250
     min_silence_ms: int = 100
     speech_pad_ms: int = 60
+    # more kept before a region than after it: 60 ms clipped the first syllable of turns on
+    # band-limited, codec'd speech; padding the end as much invents words in the silence
+    # after a turn (pipeline/asr/README.md, "VAD pad")
+    onset_pad_ms: int = 200
     max_window_s: float = 30.0
+
+
+def onsets_widened(regions: list[tuple[int, int]], extra: int) -> list[tuple[int, int]]:
+    """Each region started ``extra`` samples earlier, never before 0 nor into the previous region."""
+    out: list[tuple[int, int]] = []
+    for start, end in regions:
+        floor = out[-1][1] if out else 0
+        out.append((max(floor, min(start, start - extra)), end))
+    return out
 
 
 class SileroVad:
@@ -70,7 +83,8 @@ class SileroVad:
             max_speech_duration_s=o.max_window_s,
             audio_length_samples=int(samples.size),
         )
-        return [(int(r["start"]), min(int(r["end"]), samples.size)) for r in found]
+        return onsets_widened([(int(r["start"]), min(int(r["end"]), samples.size)) for r in found],
+                              (o.onset_pad_ms - o.speech_pad_ms) * VAD_RATE // 1000)
 
     def channel_regions(self, channels: np.ndarray) -> list[list[tuple[int, int]]]:
         """channels (C, frames) float32 at 16 kHz -> speech regions of each channel."""
