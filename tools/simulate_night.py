@@ -34,7 +34,14 @@ from pipeline.adapters.publisher import ArrivalPublisher
 from pipeline.catalog import load_catalog
 from pipeline.config import Settings, read_env_file
 from pipeline.events import DeadLetter, ObjectRef, RoutedCall, Transcript, decode
-from pipeline.ops.plan import DEFAULT_MIX, plan
+from pipeline.ops.plan import (
+    DEFAULT_MIX,
+    DEFAULT_ROUTE_WITHIN_S,
+    ROUTER_ARRIVALS_PER_S,
+    RouterPlan,
+    plan,
+    plan_routers,
+)
 from pipeline.qa.charts import hbar_svg, histogram_svg
 from pipeline.simulated.engine import SimulatedEngineOptions, device_time
 from pipeline.simulated.storage import SimulatedRecording, etag_of, key_for
@@ -143,6 +150,7 @@ class NightRun:
     opts: argparse.Namespace
     night: list[SimulatedRecording]
     workers: dict[str, int]  # per bucket, at the start
+    routers: RouterPlan  # the plan's routers for the night's burst (opts.routers may override the count)
     audio_by_bucket: dict[str, float]  # audio seconds of the good calls
     engine_opts: SimulatedEngineOptions
     scale: float  # the time scale: device seconds per wall second
@@ -182,6 +190,23 @@ def workers_per_bucket(
     return {b.bucket: max(1, b.workers) for b in planned.buckets}
 
 
+def router_plan(opts: argparse.Namespace, arrivals_partitions: int) -> tuple[RouterPlan, int]:
+    """The plan's routers for the night's burst, and the count to run (--routers overrides it)."""
+    planned = plan_routers(opts.calls, opts.route_within_s, arrivals_partitions, opts.router_arrivals_per_s)
+    return planned, opts.routers or max(1, planned.routers)
+
+
+def ideal_device_s(
+    good: list[SimulatedRecording], buckets: Buckets, workers: dict[str, int], opts: SimulatedEngineOptions
+) -> float:
+    """The busiest bucket's device seconds per worker with its calls in full batches (as workers batch
+    them), the least the engine model allows; each call alone would pay the batch-fill floor."""
+    calls: dict[str, list[tuple[float, int]]] = defaultdict(list)
+    for r in good:
+        calls[buckets.bucket_for(r.duration_s)].append((r.duration_s, r.channels))
+    return max((device_time(c, opts).device_s / workers[b] for b, c in calls.items()), default=0.0)
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=20000)
@@ -198,7 +223,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--window-h", type=float, default=6.0)
     parser.add_argument("--time-scale-plan", type=float, default=1.0, help=argparse.SUPPRESS)
     parser.add_argument("--workers", default="", help="bucket=N,... (default: from callqa plan for the night)")
-    parser.add_argument("--routers", type=int, default=1)
+    parser.add_argument("--routers", type=int, default=0, help="router processes (0: callqa plan's for the burst)")
+    parser.add_argument(
+        "--route-within-s",
+        type=float,
+        default=DEFAULT_ROUTE_WITHIN_S,
+        help="the plan's target: the burst of arrivals routed within this many seconds",
+    )
+    parser.add_argument(
+        "--router-arrivals-per-s",
+        type=float,
+        default=ROUTER_ARRIVALS_PER_S,
+        help="the plan's arrivals/s per router process (tools/bench_router.py)",
+    )
     parser.add_argument("--stereo-share", type=float, default=0.8)
     parser.add_argument("--bad-share", type=float, default=0.01)
     parser.add_argument("--kill-at", type=float, default=0.3, help="SIGKILL a worker at this share done (0: never)")
@@ -222,7 +259,8 @@ def main() -> None:
 
 def run(settings: Settings, opts: argparse.Namespace) -> dict[str, Any]:
     opts.out.mkdir(parents=True, exist_ok=True)
-    apply_catalog(settings, load_catalog(settings.bucket_names))
+    catalog = load_catalog(settings.bucket_names)
+    apply_catalog(settings, catalog)
     night = generate(opts.calls, opts.seed, opts.stereo_share, opts.bad_share)
     buckets = Buckets(settings.bucket_edges_s, settings.bucket_names)
     good = [r for r in night if r.fault is None]
@@ -230,12 +268,14 @@ def run(settings: Settings, opts: argparse.Namespace) -> dict[str, Any]:
     for r in good:
         audio_by_bucket[buckets.bucket_for(r.duration_s)] += r.duration_s
     workers = workers_per_bucket(opts, audio_by_bucket, settings.bucket_names)
+    arrivals_partitions = next(t.partitions for t in catalog if t.name == "audio.arrivals")
+    routers, router_count = router_plan(opts, arrivals_partitions)
     engine_opts = SimulatedEngineOptions(rtfx=opts.rtfx)
     ideal_s = max(audio_by_bucket[b] / (workers[b] * opts.rtfx) for b in audio_by_bucket)
     scale = opts.time_scale or max(1.0, ideal_s / opts.target_wall_s)
     spec = f"simulated:rtfx={opts.rtfx},scale={scale}"
     sim = Night(settings, opts.out, opts)
-    for i in range(opts.routers):
+    for i in range(router_count):
         sim.spawn(f"router-{i}", "router", "router", "--simulated-storage")
     sim.spawn("qa-0", "qa", "qa")
     for b in settings.bucket_names:
@@ -252,7 +292,7 @@ def run(settings: Settings, opts: argparse.Namespace) -> dict[str, Any]:
                 spec,
                 "--simulated-storage",
             )
-    state = NightRun(settings, opts, night, workers, audio_by_bucket, engine_opts, scale, spec, sim)
+    state = NightRun(settings, opts, night, workers, routers, audio_by_bucket, engine_opts, scale, spec, sim)
     try:
         return report(_night(state))
     finally:
@@ -389,20 +429,13 @@ def report(state: NightRun) -> dict[str, Any]:
     duplicates = sum(c - 1 for c in transcript_ids.values()) + sum(c - 1 for c in routed_ids.values())
     stamps = sorted(m.timestamp()[1] / 1000 for m in routed)
     router_rate = (len(stamps) - 1) / (stamps[-1] - stamps[0]) if len(stamps) > 1 and stamps[-1] > stamps[0] else None
+    routed_by_s = stamps[-1] - published_at if stamps else None  # the burst's last call routed
     ends = [m.timestamp()[1] / 1000 for m in by_topic["asr.transcripts"]]
     makespan_wall = (max(ends) - published_at) if ends else None
     good = [r for r in night if r.fault is None]
     longest = max((device_time([(r.duration_s, r.channels)], engine_opts).device_s for r in good), default=0.0)
     buckets = Buckets(settings.bucket_edges_s, settings.bucket_names)
-    ideal = max(
-        sum(
-            device_time([(r.duration_s, r.channels)], engine_opts).device_s
-            for r in good
-            if buckets.bucket_for(r.duration_s) == b
-        )
-        / workers[b]
-        for b in audio_by_bucket
-    )
+    ideal = ideal_device_s(good, buckets, workers, engine_opts)
     makespan = makespan_wall * scale if makespan_wall else None
     skews = {}
     for b in settings.bucket_names:
@@ -437,6 +470,8 @@ def report(state: NightRun) -> dict[str, Any]:
         "lost": len(lost),
         "lost_sample": sorted(lost)[:10],
         "router_arrivals_per_s": round(router_rate, 1) if router_rate else None,
+        "router_processes": sum(1 for p in sim.procs if p.stage == "router"),
+        "routed_by_s": round(routed_by_s, 1) if routed_by_s is not None else None,
         "makespan_s": round(makespan, 1) if makespan else None,
         "makespan_wall_s": round(makespan_wall, 1) if makespan_wall else None,
         "ideal_makespan_s": round(ideal + longest, 1),
@@ -454,6 +489,16 @@ def report(state: NightRun) -> dict[str, Any]:
             "workers": {b.bucket: b.workers for b in planned.buckets},
             "busy_s": round(planned.busy_s, 1),
             "window_s": planned.window_s,
+            "routers": state.routers.routers,
+            "router_arrivals_per_s_needed": round(state.routers.arrivals_per_s_needed, 1),
+            "router_arrivals_per_s_planned": round(
+                min(state.routers.routers, state.routers.arrivals_partitions) * state.routers.per_router_arrivals_per_s,
+                1,
+            ),
+            "routed_in_s": round(state.routers.routed_in_s, 1),
+            "route_within_s": state.routers.within_s,
+            "arrivals_partitions": state.routers.arrivals_partitions,
+            "router_warning": state.routers.warning,
         },
         "options": {
             **{k: (str(v) if isinstance(v, Path) else v) for k, v in vars(opts).items()},

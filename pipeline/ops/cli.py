@@ -11,6 +11,7 @@ import typer
 
 from pipeline.errors import CallQAError
 from pipeline.ops.lag import EXIT_UNKNOWN
+from pipeline.ops.plan import DEFAULT_ROUTE_WITHIN_S, ROUTER_ARRIVALS_PER_S, ROUTER_CPU_MS_PER_CALL
 from pipeline.ops.cli_common import (
     TIME_HELP,
     BootstrapOpt,
@@ -252,12 +253,25 @@ def plan_cmd(
     from_metrics: Annotated[Optional[str], typer.Option(help="A running worker's /metrics URL to measure RTFx.")] = None,
     margin: Annotated[float, typer.Option(help="Share of the window kept spare.")] = 0.3,
     mix: Annotated[Optional[str], typer.Option(help="Audio share per bucket, e.g. short=0.1,medium=0.35,...")] = None,
+    calls_per_day: Annotated[Optional[int], typer.Option(help="Calls per day: sizes the routers.")] = None,
+    route_within_s: Annotated[float, typer.Option(help="The day's calls arrive as one burst, routed within "
+                                                       "this many seconds.")] = DEFAULT_ROUTE_WITHIN_S,
+    arrivals_over: Annotated[Optional[str], typer.Option(help="Instead of a burst: the calls arrive evenly "
+                                                             "over this time (e.g. 6h).")] = None,
+    router_arrivals_per_s: Annotated[float, typer.Option(help="Arrivals/s one router process routes "
+                                                              "(tools/bench_router.py).")] = ROUTER_ARRIVALS_PER_S,
+    router_cpu_ms_per_call: Annotated[float, typer.Option(help="Router CPU ms per routed call "
+                                                               "(tools/bench_router.py).")] = ROUTER_CPU_MS_PER_CALL,
+    arrivals_partitions: Annotated[Optional[int], typer.Option(help="The arrivals topic's partitions "
+                                                                    "(default: the topic catalog's).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Workers, accelerators and partitions per bucket to finish a day's audio inside the window."""
+    """Workers, accelerators and partitions per bucket to finish a day's audio inside the window;
+    with --calls-per-day, the router processes (and their CPU) to route the day's arrivals."""
     from dataclasses import asdict
 
-    from pipeline.ops.plan import parse_mix, parse_window, plan, rtfx_from_metrics
+    from pipeline.catalog import load_catalog
+    from pipeline.ops.plan import parse_mix, parse_window, plan, plan_routers, rtfx_from_metrics
 
     cfg = operator_settings()
     if (rtfx_per_device is None) == (from_metrics is None):
@@ -265,10 +279,21 @@ def plan_cmd(
     try:
         rtfx = rtfx_per_device or rtfx_from_metrics(_metric_sums(from_metrics))
         result = plan(hours_per_day, parse_window(window), rtfx, parse_mix(mix, cfg.bucket_names), margin)
+        routers = None
+        if calls_per_day is not None:
+            partitions = arrivals_partitions or next(
+                t.partitions for t in load_catalog(cfg.bucket_names) if t.name == "audio.arrivals"
+            )
+            within = parse_window(arrivals_over) if arrivals_over else route_within_s
+            routers = plan_routers(calls_per_day, within, partitions, router_arrivals_per_s, router_cpu_ms_per_call)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
     if as_json:
-        echo_json({**asdict(result), "busy_s": result.busy_s, "utilisation": result.utilisation})
+        echo_json({
+            **asdict(result), "busy_s": result.busy_s, "utilisation": result.utilisation,
+            "routers": routers and {**asdict(routers), "arrivals_per_s_needed": routers.arrivals_per_s_needed,
+                                    "cpu_cores": routers.cpu_cores, "burst": arrivals_over is None},
+        })
         return
     typer.echo(f"{hours_per_day:g} audio h/day in a {window} window with {margin:.0%} spare, "
                f"RTFx {rtfx:.1f} per device{' (measured from ' + from_metrics + ')' if from_metrics else ''}")
@@ -277,6 +302,18 @@ def plan_cmd(
                    f"{b.partitions:>4} partitions")
     typer.echo(f"total: {result.devices} device(s), one worker each; busiest bucket done in "
                f"{result.busy_s / 3600:.2f} h ({result.utilisation:.0%} of the window)")
+    if routers is None:
+        typer.echo("routers: give --calls-per-day to size them")
+        return
+    arriving = f"evenly over {arrivals_over}" if arrivals_over else f"as one burst, routed within {route_within_s:g} s"
+    busy = "the burst is routed in" if arrivals_over is None else "the routers are busy for"
+    typer.echo(f"routers: {routers.arrivals} calls arriving {arriving}: {routers.arrivals_per_s_needed:.1f} arrivals/s")
+    typer.echo(f"  {routers.routers} router process(es) at {routers.per_router_arrivals_per_s:g} arrivals/s each, "
+               f"{routers.cpu_cores:.2f} core(s) while routing ({routers.cpu_ms_per_call:g} ms CPU per call)")
+    typer.echo(f"  {routers.partitions_needed} arrivals partition(s) needed, {routers.arrivals_partitions} in the topic; "
+               f"{busy} {routers.routed_in_s:.0f} s")
+    if routers.warning:
+        typer.echo(f"warning: {routers.warning}")
 
 
 def register(app: typer.Typer) -> None:

@@ -11,6 +11,10 @@ Assumptions (printed by ``callqa plan`` and documented in the README):
   node and the tail of the last long call;
 - a bucket topic needs at least as many partitions as workers, and twice that so it can scale out
   without re-partitioning; never fewer than the catalog's 6.
+- routers (:func:`plan_routers`): the day's calls arrive as one burst to be routed within a
+  target time (default 60 s), or spread over a time; each router process routes at the measured
+  rate of ``tools/bench_router.py``. A router is only given arrivals partitions, so more routers
+  than the arrivals topic's partitions leave the extra ones idle: the plan says so.
 """
 
 from __future__ import annotations
@@ -21,6 +25,13 @@ from dataclasses import dataclass
 
 DEFAULT_MIX = {"short": 0.10, "medium": 0.35, "long": 0.45, "xlong": 0.10}  # share of audio seconds
 MIN_PARTITIONS = 6
+# One router process (batches of 64, 8 probe threads), measured by ``python -m tools.bench_router
+# --calls 2000`` on the project's 2-core machine, loaded by other work: 165 arrivals/s, 2.59 ms
+# router CPU per routed call. The rate is bound by waits (probes, deliveries), not by the CPU:
+# 165/s takes 0.43 of a core, so routers on one host also need cores (see RouterPlan.cpu_cores).
+ROUTER_ARRIVALS_PER_S = 165.0
+ROUTER_CPU_MS_PER_CALL = 2.59
+DEFAULT_ROUTE_WITHIN_S = 60.0  # a night's burst of arrivals routed within a minute (issue 29's target)
 
 
 def parse_window(text: str) -> float:
@@ -99,3 +110,55 @@ def plan(hours_per_day: float, window_s: float, rtfx_per_device: float, mix: dic
         workers = math.ceil(audio_s / (rtfx_per_device * usable_s)) if audio_s > 0 else 0
         buckets.append(BucketPlan(bucket, round(audio_s / 3600, 2), workers, max(MIN_PARTITIONS, 2 * workers)))
     return Plan(hours_per_day, window_s, margin, rtfx_per_device, sum(b.workers for b in buckets), buckets)
+
+
+@dataclass(frozen=True)
+class RouterPlan:
+    arrivals: int  # calls to route
+    within_s: float  # the time they arrive in (a burst) or must be routed in
+    per_router_arrivals_per_s: float  # what one router process routes (capped at one core's worth)
+    cpu_ms_per_call: float
+    arrivals_partitions: int  # the arrivals topic's partitions: the most routers that get work
+    routers: int  # router processes needed for arrivals / within_s
+    partitions_needed: int  # arrivals partitions those routers need: one each at least
+    routed_in_s: float  # how long the arrivals take on the routers that get partitions
+    warning: str | None
+
+    @property
+    def arrivals_per_s_needed(self) -> float:
+        return self.arrivals / self.within_s
+
+    @property
+    def cpu_cores(self) -> float:
+        """Cores the routers keep busy while routing at the needed rate (on top of Kafka and storage)."""
+        return self.arrivals_per_s_needed * self.cpu_ms_per_call / 1000
+
+
+def plan_routers(
+    arrivals: int,
+    within_s: float,
+    arrivals_partitions: int,
+    per_router_arrivals_per_s: float = ROUTER_ARRIVALS_PER_S,
+    cpu_ms_per_call: float = ROUTER_CPU_MS_PER_CALL,
+) -> RouterPlan:
+    """Router processes to route ``arrivals`` calls in ``within_s`` seconds."""
+    if arrivals < 0 or within_s <= 0 or arrivals_partitions < 1 or per_router_arrivals_per_s <= 0:
+        raise ValueError("arrivals ≥ 0, a time > 0, ≥ 1 arrivals partition and a router rate > 0 are needed")
+    if cpu_ms_per_call < 0:
+        raise ValueError("the router CPU per call must be ≥ 0 ms")
+    # A router is one Python process: it cannot route faster than one core's worth of calls.
+    rate = min(per_router_arrivals_per_s, 1000 / cpu_ms_per_call) if cpu_ms_per_call > 0 else per_router_arrivals_per_s
+    routers = math.ceil(round(arrivals / within_s / rate, 9))
+    busy = min(routers, arrivals_partitions)
+    routed_in_s = arrivals / (busy * rate) if busy else 0.0
+    warning = None
+    if routers > arrivals_partitions:
+        warning = (
+            f"{routers} router processes are needed but the arrivals topic has {arrivals_partitions} partitions: "
+            f"only {arrivals_partitions} get work and the arrivals take {routed_in_s:.0f} s, not {within_s:g} s; "
+            f"raise audio.arrivals, router.seen and router.retry to ≥ {routers} partitions between nights, "
+            "with the arrivals drained (a new partition count moves keys)"
+        )
+    return RouterPlan(
+        arrivals, within_s, rate, cpu_ms_per_call, arrivals_partitions, routers, routers, routed_in_s, warning
+    )

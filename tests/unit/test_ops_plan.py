@@ -1,6 +1,19 @@
-import pytest
+import json
+from pathlib import Path
 
-from pipeline.ops.plan import parse_mix, parse_window, plan, rtfx_from_metrics
+import pytest
+from typer.testing import CliRunner
+
+from pipeline.cli import app
+from pipeline.ops.plan import (
+    ROUTER_ARRIVALS_PER_S,
+    ROUTER_CPU_MS_PER_CALL,
+    parse_mix,
+    parse_window,
+    plan,
+    plan_routers,
+    rtfx_from_metrics,
+)
 
 BUCKETS = ("short", "medium", "long", "xlong")
 
@@ -31,3 +44,59 @@ def test_rtfx_from_worker_counters() -> None:
                               "callqa_asr_engine_busy_seconds_total": 10.0}) == 300.0
     with pytest.raises(ValueError):
         rtfx_from_metrics({})
+
+
+# --- router sizing -------------------------------------------------------------------------------
+
+
+def test_routers_for_a_burst_of_100k_in_60_s() -> None:
+    # 100,000 / 60 s = 1,667 arrivals/s; at 165/s per router: ceil(10.1) = 11 routers, 11 partitions
+    routers = plan_routers(100_000, 60.0, arrivals_partitions=24, per_router_arrivals_per_s=165.0,
+                           cpu_ms_per_call=2.59)
+    assert routers.arrivals_per_s_needed == pytest.approx(1666.7, abs=0.1)
+    assert routers.routers == 11 and routers.partitions_needed == 11
+    assert routers.routers * routers.per_router_arrivals_per_s >= routers.arrivals_per_s_needed
+    assert routers.cpu_cores == pytest.approx(1666.7 * 2.59 / 1000, abs=0.01)  # 4.3 cores while routing
+    assert routers.routed_in_s == pytest.approx(100_000 / (11 * 165.0), abs=0.1) and routers.routed_in_s <= 60
+    assert routers.warning is None  # 24 partitions are enough
+
+
+def test_more_routers_than_arrivals_partitions_is_warned() -> None:
+    routers = plan_routers(100_000, 60.0, arrivals_partitions=6)
+    assert routers.routers == 11 and routers.arrivals_partitions == 6
+    assert routers.warning is not None and "6 partitions" in routers.warning and "11" in routers.warning
+    # only 6 can be busy: the burst takes 100,000 / (6 x 165) s, past the 60 s target
+    assert routers.routed_in_s == pytest.approx(100_000 / (6 * 165.0), abs=0.1)
+    assert plan_routers(500, 60.0, arrivals_partitions=6).warning is None
+
+
+def test_router_defaults_and_a_spread_arrival_rate() -> None:
+    assert ROUTER_ARRIVALS_PER_S == 165.0 and ROUTER_CPU_MS_PER_CALL == 2.59  # tools/bench_router.py
+    small = plan_routers(1000, 60.0, arrivals_partitions=6)
+    assert small.per_router_arrivals_per_s == 165.0 and small.cpu_ms_per_call == 2.59
+    assert small.routers == 1 and small.within_s == 60.0
+    # 100,000 calls arriving evenly over 6 h: 4.6 arrivals/s, one router
+    spread = plan_routers(100_000, parse_window("6h"), arrivals_partitions=6)
+    assert spread.routers == 1 and spread.arrivals_per_s_needed == pytest.approx(4.63, abs=0.01)
+    assert plan_routers(0, 60.0, arrivals_partitions=6).routers == 0
+    # a rate above one core per process is not believed: a router is one Python process
+    capped = plan_routers(10_000, 10.0, arrivals_partitions=64, per_router_arrivals_per_s=1000.0, cpu_ms_per_call=2.5)
+    assert capped.per_router_arrivals_per_s == 400.0 and capped.routers == 3
+    with pytest.raises(ValueError):
+        plan_routers(100, 0.0, arrivals_partitions=6)
+    with pytest.raises(ValueError):
+        plan_routers(100, 60.0, arrivals_partitions=0)
+
+
+def test_plan_json_and_text_report_the_routers(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)  # no settings file around
+    args = ["plan", "--hours-per-day", "2000", "--rtfx-per-device", "450", "--calls-per-day", "100000"]
+    out = CliRunner().invoke(app, [*args, "--json"])
+    assert out.exit_code == 0, out.output
+    routers = json.loads(out.output)["routers"]
+    assert routers["routers"] == 11 and routers["arrivals_partitions"] == 6  # the catalog's audio.arrivals
+    assert routers["within_s"] == 60.0 and "6 partitions" in routers["warning"]
+    text = CliRunner().invoke(app, args)
+    assert text.exit_code == 0 and "11 router process(es)" in text.output and "warning" in text.output
+    without = CliRunner().invoke(app, ["plan", "--hours-per-day", "2000", "--rtfx-per-device", "450", "--json"])
+    assert json.loads(without.output)["routers"] is None
