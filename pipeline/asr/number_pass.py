@@ -48,6 +48,7 @@ from pipeline.asr.decode import PROMPT_TOKENS, TIME_STEP_S, DecodeOptions, Decod
 from pipeline.asr.numbers import (
     NumberRegion,
     accepted_text,
+    around_number,
     cut_loop,
     extend_to_speech,
     loops_on_digits,
@@ -70,7 +71,7 @@ if TYPE_CHECKING:
 # Numbers read the way callers read them, in words other than any rule's cues.
 DIGIT_PROMPTS = {
     "en": "Sure, the card is 4, 5, 3, 2, 0, 1, 7, 8, 9, 6. The ID is 1, 1, 0, 1, 0, 5, 1, 9, 8, 0. "
-          "And the phone is 1, 3, 9, 0, 0, 2, 1, 4, 5, 6, 7.",
+    "And the phone is 1, 3, 9, 0, 0, 2, 1, 4, 5, 6, 7.",
     "zh": "好的，卡是4, 5, 3, 2, 0, 1, 7, 8, 9, 6。证件是1, 1, 0, 1, 0, 5, 1, 9, 8, 0。电话是1, 3, 9, 0, 0, 2, 1, 4, 5, 6, 7。",
 }
 MIN_NEW_TOKENS = 64
@@ -139,11 +140,20 @@ class NumberPass:
         key = (lang, temperature)
         if key not in self.decoders:
             engine, prompt = self.engine, self.prompts[lang]
-            self.decoders[key] = GreedyDecoder(engine.model, engine.tokenizer, DecodeOptions(
-                language=lang, candidate_languages=(lang,),
-                max_new_tokens=engine.pool.max_tokens - (len(prompt) + 2) - PROMPT_TOKENS,
-                compact_fraction=engine.opts.compact_fraction, prompt_tokens=prompt,
-                loop_period=LOOP_PERIOD_TOKENS, temperature=temperature, digits_after_digit=True))
+            self.decoders[key] = GreedyDecoder(
+                engine.model,
+                engine.tokenizer,
+                DecodeOptions(
+                    language=lang,
+                    candidate_languages=(lang,),
+                    max_new_tokens=engine.pool.max_tokens - (len(prompt) + 2) - PROMPT_TOKENS,
+                    compact_fraction=engine.opts.compact_fraction,
+                    prompt_tokens=prompt,
+                    loop_period=LOOP_PERIOD_TOKENS,
+                    temperature=temperature,
+                    digits_after_digit=True,
+                ),
+            )
         return self.decoders[key]
 
     def run(self, transcripts: list[CallTranscript], windows: Sequence[FirstPassWindow]) -> list[CallTranscript]:
@@ -154,7 +164,8 @@ class NumberPass:
         speech: dict[tuple[int, int], list[tuple[float, float]]] = {}
         for w in windows:
             speech.setdefault((w.call, w.channel), []).extend(
-                (p.src_start / RATE, p.src_end / RATE) for p in w.packed.pieces)
+                (p.src_start / RATE, p.src_end / RATE) for p in w.packed.pieces
+            )
         plans = [plan_number_regions(t.segments, t.duration_s, self.languages) for t in transcripts]
         todo: dict[str, list[tuple[_RegionWindow, NumberRegion]]] = {}
         for i, regions in enumerate(plans):
@@ -162,7 +173,7 @@ class NumberPass:
                 stream = streams.get((i, region.channel))
                 if stream is None:
                     continue
-                region = extend_to_speech(region, speech[(i, region.channel)])
+                region = extend_to_speech(around_number(region, transcripts[i].segments), speech[(i, region.channel)])
                 lo, hi = int(region.start_s * RATE), min(int(region.end_s * RATE), len(stream))
                 if hi - lo < RATE // 2:
                     continue
@@ -183,8 +194,10 @@ class NumberPass:
                     texts.setdefault(window.call, []).append((region, splice_number(window.first_pass, new)))
         self._memories.clear()
         self.seconds += time.perf_counter() - started
-        return [dataclasses.replace(t, segments=merge_number_texts(t.segments, texts[i])) if i in texts else t
-                for i, t in enumerate(transcripts)]
+        return [
+            dataclasses.replace(t, segments=merge_number_texts(t.segments, texts[i])) if i in texts else t
+            for i, t in enumerate(transcripts)
+        ]
 
     def _decode_with_fallback(self, lang: str, windows: list[_RegionWindow]) -> dict[int, str]:
         """Text of each window (by id): greedy, or for a window whose greedy decode looped while
@@ -210,8 +223,11 @@ class NumberPass:
             retried = {id(w): both[id(w)] for w in looped}
             self._fall_back(lang, looped, retried)
             again.update((k, retried[id(locked[k])]) for k in again if id(locked[k]) in retried)
-            decoded.update((k, v) for k, v in again.items() if reads_as_number(v) and not names_amount(v)
-                           and longest_digit_run(v) >= longest_digit_run(decoded[k]))
+            decoded.update(
+                (k, v)
+                for k, v in again.items()
+                if reads_as_number(v) and not names_amount(v) and longest_digit_run(v) >= longest_digit_run(decoded[k])
+            )
         return decoded
 
     def _fall_back(self, lang: str, looped: list[_RegionWindow], decoded: dict[int, str]) -> None:
@@ -258,9 +274,13 @@ class NumberPass:
         out: dict[int, list[int]] = {}
         for batch in engine._plan(windows):  # type: ignore[arg-type]
             memories = [self._encoded(bucket_s, [batch.items[i] for i in rows]) for bucket_s, rows in batch.groups()]
-            results = decoder.decode(memories, engine.pool.kv_cache(batch.padded_s, len(batch.items)),
-                                     [item.duration_s for item in batch.items], DecodeStats(),
-                                     [item.locked for item in batch.items])
+            results = decoder.decode(
+                memories,
+                engine.pool.kv_cache(batch.padded_s, len(batch.items)),
+                [item.duration_s for item in batch.items],
+                DecodeStats(),
+                [item.locked for item in batch.items],
+            )
             for item, result in zip(batch.items, results, strict=True):
                 out[id(item)] = result.tokens
         return out
@@ -268,10 +288,13 @@ class NumberPass:
     def _encoded(self, bucket_s: float, windows: list[_RegionWindow]) -> torch.Tensor:
         """Encoder output of windows at a bucket (n, T, D). A region decoded again (at a temperature,
         with digits locked) is encoded once: its audio and bucket are the same each time."""
+
         def key(w: _RegionWindow) -> tuple:  # by what is encoded, not by object (ids are reused)
             return w.call, w.channel, w.packed.pieces, bucket_s
 
-        todo = list({key(w): w for w in windows if key(w) not in self._memories}.values())  # a free and a locked row: once
+        todo = list(
+            {key(w): w for w in windows if key(w) not in self._memories}.values()
+        )  # a free and a locked row: once
         if todo:
             encoded = self.engine._encode(bucket_s, todo)  # type: ignore[arg-type]
             self._memories.update((key(w), encoded[i : i + 1]) for i, w in enumerate(todo))

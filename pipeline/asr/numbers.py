@@ -33,6 +33,11 @@ from pipeline.numbers.validators import classify_likely, classify_number
 MAX_GAP_S = 2.0  # a pause inside a number read in groups
 PAD_S = 0.3  # audio kept either side of the first pass's segment times (they are cut tight)
 MAX_REGION_S = 28.0  # one decoder window, with room for the padding
+# kept before / after where a long segment's text places its number (its characters spread evenly
+# over the segment's time): room for the cue ("my card number is") and for uneven speech
+NUMBER_LEAD_S = 4.0
+NUMBER_TAIL_S = 3.0
+EXTEND_MOST_S = 2.0  # a region grown to the speech around it, by at most this either side
 MIN_ACCEPT_DIGITS = 8  # shorter than any card, resident ID or phone number
 MAX_ACCEPT_DIGITS = 24  # longer than any (19 digits) with a misheard digit or two: a repetition loop
 # faster than anyone reads digits. In tools/eval_qa's transcripts of seeds 1-13, every number said
@@ -124,16 +129,41 @@ def merge_number_texts(segments: Sequence[Segment], replacements: Sequence[tuple
     return sorted(kept + added, key=lambda s: (s.start_s, s.channel))
 
 
-def extend_to_speech(
-    region: NumberRegion, spans: Sequence[tuple[float, float]], max_region_s: float = MAX_REGION_S
+def around_number(
+    region: NumberRegion, segments: Sequence[Segment], lead_s: float = NUMBER_LEAD_S, tail_s: float = NUMBER_TAIL_S
 ) -> NumberRegion:
-    """The region grown to the whole speech spans (VAD, call time) it overlaps, at most
-    ``max_region_s`` long: first-pass segment times can be off by seconds where a window joined
-    turns, and a number cut short fails every check."""
+    """The region cut to the stretch around its number: a packed window's segment can run for
+    20 s and more on a mono call, and decoding all of it again cost as much as the first pass,
+    though only the number's digits can change (:func:`splice_number`). Where the number sits is
+    read from the text, its characters taken as spread evenly over their segment's time."""
+    parts = [segments[i] for i in region.segments]
+    text = " ".join(p.text for p in parts)
+    at = _number_span(text)
+    if at is None:
+        return region
+    times: list[float] = []
+    for p in parts:  # call time of each character of ``text`` (the joining space: its segment's end)
+        n = len(p.text)
+        times += [p.start_s + (p.end_s - p.start_s) * k / max(n, 1) for k in range(n)] + [p.end_s]
+    start = max(region.start_s, times[at[0]] - lead_s)
+    end = min(region.end_s, times[min(at[1], len(times) - 1)] + tail_s)
+    return replace(region, start_s=start, end_s=max(end, start))
+
+
+def extend_to_speech(
+    region: NumberRegion,
+    spans: Sequence[tuple[float, float]],
+    max_region_s: float = MAX_REGION_S,
+    most_s: float = EXTEND_MOST_S,
+) -> NumberRegion:
+    """The region grown to the speech spans (VAD, call time) it overlaps, by at most ``most_s``
+    either side and to at most ``max_region_s`` long: first-pass segment times can be off by
+    seconds where a window joined turns, and a number cut short fails every check; a span of a
+    mono call can hold 25 s of both parties' turns, not all of it worth a second decode."""
     start, end = region.start_s, region.end_s
     for lo, hi in spans:
         if lo < region.end_s and hi > region.start_s:
-            start, end = min(start, lo), max(end, hi)
+            start, end = min(start, max(lo, region.start_s - most_s)), max(end, min(hi, region.end_s + most_s))
     start = max(start, region.end_s - max_region_s)
     end = min(end, start + max_region_s)
     return replace(region, start_s=start, end_s=end)

@@ -2,6 +2,7 @@
 
 from pipeline.asr.numbers import (
     accepted_text,
+    around_number,
     cut_loop,
     extend_to_speech,
     loops,
@@ -141,10 +142,39 @@ def test_a_decoder_loop_is_cut_after_its_first_copy() -> None:
 
 def test_a_region_grows_to_the_speech_it_overlaps_within_one_window() -> None:
     [region] = plan_number_regions([seg(1, 15.8, 22.4, "My number is 3, 1, 0, 1, 0, 4, 1, 9, 8, 8.")], 60.0)
-    grown = extend_to_speech(region, [(2.0, 5.0), (15.6, 27.9), (35.0, 40.0)])
+    grown = extend_to_speech(region, [(2.0, 5.0), (15.6, 27.9), (35.0, 40.0)], most_s=10.0)
     assert (grown.start_s, grown.end_s, grown.segments) == (15.5, 27.9, region.segments)
-    capped = extend_to_speech(region, [(0.0, 60.0)], max_region_s=20.0)
+    capped = extend_to_speech(region, [(0.0, 60.0)], max_region_s=20.0, most_s=60.0)
     assert capped.end_s - capped.start_s == 20.0 and capped.start_s <= region.start_s
+
+
+def test_a_region_grows_by_at_most_two_seconds_either_side() -> None:
+    # a mono call's speech span can hold 25 s of both parties' turns
+    [region] = plan_number_regions([seg(1, 15.8, 22.4, "My number is 3, 1, 0, 1, 0, 4, 1, 9, 8, 8.")], 60.0)
+    grown = extend_to_speech(region, [(2.0, 40.0)])
+    assert (round(grown.start_s, 2), round(grown.end_s, 2)) == (13.5, 24.7)
+
+
+def test_a_long_segment_region_is_cut_to_the_stretch_around_its_number() -> None:
+    said = "I can see a payment I do not know about. Could we go through it? The phone number on the account is 5, 9, 0, 4, 6, 9."
+    segments = [
+        seg(0, 0.0, 3.0, "How can I help?"),
+        seg(1, 100.0, 124.0, said + " " + "And thank you so much for all your help today." * 2),
+    ]
+    [region] = plan_number_regions(segments, 200.0)
+    cut = around_number(region, segments)
+    per_char = 24.0 / len(segments[1].text)
+    number_at = 100.0 + said.index("5, 9") * per_char
+    number_end = 100.0 + (said.index("6, 9") + 4) * per_char
+    assert cut.segments == region.segments and cut.language == region.language
+    assert round(cut.start_s, 2) == round(number_at - 4.0, 2) and round(cut.end_s, 2) == round(number_end + 3.0, 2)
+    assert cut.end_s - cut.start_s < 12.0 < region.end_s - region.start_s
+
+
+def test_a_region_whose_number_fills_it_is_left_as_it_was() -> None:
+    segments = [seg(1, 10.0, 14.0, "It is 3, 1, 0, 1, 0, 4, 1, 9.")]
+    [region] = plan_number_regions(segments, 30.0)
+    assert around_number(region, segments) == region
 
 
 def test_a_decode_that_loops_or_runs_past_any_number_does_not_read_as_a_number() -> None:
