@@ -8,22 +8,30 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Literal
+from typing import Literal, TextIO
 
 import structlog
 
 LogFormat = Literal["auto", "json", "console"]
 
 
-class _CurrentStderr:
-    """Whatever ``sys.stderr`` is when a line is written, not when logging was set up: a command
-    run in-process (a test's CLI runner, an embedding program) swaps stderr and later closes it."""
+class _Stderr:
+    """The stderr logging was set up with while it is open, else whatever ``sys.stderr`` is then:
+    a command run in-process (a test's CLI runner) swaps stderr and closes it afterwards. Not the
+    current stderr always: a Faust worker redirects ``sys.stderr`` into its own log lines, and
+    operators and tests read the stage's JSON lines from the real one."""
+
+    def __init__(self) -> None:
+        self._at_setup = sys.stderr
+
+    def _stream(self) -> TextIO:
+        return self._at_setup if not self._at_setup.closed else sys.stderr
 
     def write(self, text: str) -> int:
-        return sys.stderr.write(text)
+        return self._stream().write(text)
 
     def flush(self) -> None:
-        sys.stderr.flush()
+        self._stream().flush()
 
 
 def configure_logging(fmt: LogFormat = "auto", level: str = "info") -> None:
@@ -38,7 +46,7 @@ def configure_logging(fmt: LogFormat = "auto", level: str = "info") -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
-        logger_factory=structlog.PrintLoggerFactory(file=_CurrentStderr()),  # type: ignore[arg-type]
+        logger_factory=structlog.PrintLoggerFactory(file=_Stderr()),  # type: ignore[arg-type]
         cache_logger_on_first_use=True,
     )
 

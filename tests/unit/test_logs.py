@@ -1,4 +1,4 @@
-"""Log lines go to the stderr of the moment, not the one logging was set up with."""
+"""Log lines go to the stderr logging was set up with, or the current one once that is closed."""
 
 import io
 import sys
