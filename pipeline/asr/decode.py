@@ -43,6 +43,16 @@ NEG_INF = float("-inf")
 _NUMBER_CHARS = frozenset("0123456789 ,.-")  # digit groups and what separates them
 
 
+# A decode stuck in a repetition loop ends there instead of at its token cap: a run of up to 8
+# tokens (a digit group of up to four, each digit with its comma) said six times, or a longer one
+# of up to 48 (a sentence) said twice word for word, which speech hardly does. On the engine
+# benchmark's dev parts (seeds 11, 53, 59) the first pass's output stayed byte-identical and its
+# decode took 358 -> 272, 210 -> 210 and 555 -> 489 steps (the loops were cut after decoding
+# anyway); three number-region decodes of seed 11 had repeated a sentence five times to their caps.
+LOOP_PERIOD_TOKENS = 8
+PHRASE_PERIOD_TOKENS = 48
+
+
 @dataclass(frozen=True)
 class DecodeOptions:
     """language: force one language code, or None to detect among ``candidate_languages``
@@ -59,6 +69,9 @@ class DecodeOptions:
     loop_period: a row whose last ``loop_copies`` runs of up to this many tokens are one run
     repeated is stuck in a repetition loop and ends there (its result not complete), instead of
     looping on to its token cap; 0: off.
+    phrase_period / phrase_copies: likewise for a longer run (more than ``loop_period`` tokens, at
+    most ``phrase_period``) said ``phrase_copies`` times: a sentence said again word for word,
+    which speech hardly does and a stuck decode does until its cap; 0: off.
     temperature: 0 decodes greedily; above, each token is drawn from the distribution sharpened
     or flattened by it (a fallback for a decode stuck in a repetition loop). Every row draws from
     its own generator, seeded by ``seed``, so a row's result still depends on its window alone:
@@ -80,6 +93,8 @@ class DecodeOptions:
     prompt_tokens: tuple[int, ...] = ()
     loop_period: int = 0
     loop_copies: int = 6
+    phrase_period: int = 0
+    phrase_copies: int = 2
     temperature: float = 0.0
     seed: int = 0
     digits_after_digit: bool = False
@@ -165,12 +180,14 @@ class GreedyDecoder:
             torch.zeros(n_vocab, dtype=torch.bool), torch.zeros(sp.eot, dtype=torch.bool))
 
     def decode(self, memories: list[Tensor], cache: KVCache, durations_s: list[float],
-               stats: DecodeStats, lock_rows: Sequence[bool] | None = None) -> list[WindowDecode]:
+               stats: DecodeStats, lock_rows: Sequence[bool] | None = None,
+               temperatures: Sequence[float] | None = None) -> list[WindowDecode]:
         """memories: encoder outputs (B_i, T_i, D) of consecutive row groups, each encoded at its
         own length; cache views sized for all B rows and the longest T; each row's audio duration
         (token cap, last timestamp) -> one result per row. ``lock_rows``: which rows the digit
         lock applies to (a decoder built with ``digits_after_digit``; default: every row), so a
-        window's free and digit-locked decodes can share one batch's steps."""
+        window's free and digit-locked decodes can share one batch's steps. ``temperatures``: each
+        row's (default: the options'), so one window's fallback decodes share a batch's steps too."""
         device = memories[0].device
         n = sum(m.shape[0] for m in memories)
         sp = self.tok.special
@@ -196,14 +213,16 @@ class GreedyDecoder:
         state.any_lockable = bool(state.lockable.any())
         digit_ids = self.digit_ids.to(device)
         rows = list(range(n))  # live position -> result index
+        temps = torch.tensor(temperatures if temperatures is not None else [self.opts.temperature] * n, device=device)
         samplers = [torch.Generator(device).manual_seed(self.opts.seed) for _ in range(n)] \
-            if self.opts.temperature > 0 else None
+            if bool((temps > 0).any()) else None
         step = 0
         while rows:
             stats.steps += 1
             stats.row_steps += len(rows)
             logprobs = self._apply_rules(logits, state, step, masks)
-            nxt = logprobs.argmax(dim=-1) if samplers is None else self._sample(logprobs, [samplers[r] for r in rows])
+            nxt = logprobs.argmax(dim=-1) if samplers is None else \
+                self._sample(logprobs, [samplers[r] for r in rows], temps[rows])
             capped = state.cap <= step
             nxt = torch.where(capped, torch.full_like(nxt, sp.eot), nxt)
             chosen = logprobs.gather(1, nxt[:, None])[:, 0]
@@ -227,12 +246,13 @@ class GreedyDecoder:
             logits = self.model.decoder(nxt[:, None], cache).float()
         return results
 
-    def _sample(self, logprobs: Tensor, samplers: list[torch.Generator]) -> Tensor:
-        """One token per row drawn at the options' temperature, each row from its own generator
-        (the Gumbel-max trick: the argmax of log-probabilities plus Gumbel noise is a draw)."""
+    def _sample(self, logprobs: Tensor, samplers: list[torch.Generator], temps: Tensor) -> Tensor:
+        """One token per row drawn at its temperature (0: the likeliest), each row from its own
+        generator (the Gumbel-max trick: the argmax of log-probabilities plus Gumbel noise is a draw)."""
         uniform = torch.stack([torch.rand(logprobs.shape[1], generator=g, device=logprobs.device) for g in samplers])
         gumbel = -torch.log(-torch.log(uniform.clamp(1e-10, 1 - 1e-7)))
-        return (logprobs / self.opts.temperature + gumbel).argmax(dim=-1)
+        hot = temps[:, None] > 0
+        return torch.where(hot, logprobs / temps[:, None].clamp(min=1e-6) + gumbel, logprobs).argmax(dim=-1)
 
     def _apply_rules(self, logits: Tensor, s: _Rows, step: int, masks: tuple[Tensor, ...]) -> Tensor:
         """Suppression and timestamp rules on logits (B, vocab) -> log-probabilities (B, vocab)."""
@@ -302,10 +322,15 @@ class GreedyDecoder:
                 continue
             result.sum_logprob += chosen[pos]
             result.tokens.append(nxt[pos])
-            if self.opts.loop_period and ends_in_loop(result.tokens, self.opts.loop_period, self.opts.loop_copies):
+            if self._stuck(result.tokens):
                 result.finished = True
             done.append(result.finished)
         return done
+
+    def _stuck(self, tokens: list[int]) -> bool:
+        opts = self.opts
+        return ends_in_loop(tokens, opts.loop_period, opts.loop_copies) or ends_in_loop(
+            tokens, opts.phrase_period, opts.phrase_copies, min_period=opts.loop_period + 1)
 
     def _fill_cross(self, memories: list[Tensor], cache: KVCache) -> None:
         """Cross keys/values of each row group; where groups differ in length, the shorter rows'
@@ -357,9 +382,9 @@ def number_tokens(tokenizer: WhisperTokenizer, n_vocab: int) -> tuple[Tensor, Te
     return digits, other
 
 
-def ends_in_loop(tokens: list[int], max_period: int, copies: int) -> bool:
-    """Whether ``tokens`` end in one run of at most ``max_period`` tokens said ``copies`` times."""
-    for period in range(1, max_period + 1):
+def ends_in_loop(tokens: list[int], max_period: int, copies: int, min_period: int = 1) -> bool:
+    """Whether ``tokens`` end in one run of ``min_period`` to ``max_period`` tokens said ``copies`` times."""
+    for period in range(min_period, max_period + 1):
         span = period * copies
         if len(tokens) < span:
             break

@@ -26,7 +26,16 @@ import torch
 from pipeline.asr.alignment import WordAligner, WordMode
 from pipeline.asr.audio import CallAudio, at_speech_level, piece_gain, resample
 from pipeline.asr.convert import load_converted
-from pipeline.asr.decode import PROMPT_TOKENS, TIME_STEP_S, DecodeOptions, DecodeStats, GreedyDecoder, WindowDecode
+from pipeline.asr.decode import (
+    LOOP_PERIOD_TOKENS,
+    PHRASE_PERIOD_TOKENS,
+    PROMPT_TOKENS,
+    TIME_STEP_S,
+    DecodeOptions,
+    DecodeStats,
+    GreedyDecoder,
+    WindowDecode,
+)
 from pipeline.asr.devices import Device, DtypeName, OutputName, resolve_device
 from pipeline.asr.errors import AsrError
 from pipeline.asr.features import SAMPLE_RATE, LogMel
@@ -181,7 +190,7 @@ class Engine:
         self.decoder = GreedyDecoder(model, tokenizer, DecodeOptions(
             language=opts.language, candidate_languages=opts.candidate_languages,
             max_new_tokens=opts.max_new_tokens, compact_fraction=opts.compact_fraction,
-            prompt_tokens=prompt))
+            prompt_tokens=prompt, loop_period=LOOP_PERIOD_TOKENS, phrase_period=PHRASE_PERIOD_TOKENS))
         shapes = [BucketShape(b, self.budget.items_for(b)) for b in self.buckets_s]
         max_tokens = 1 + (len(prompt) + 1 if prompt else 0) + PROMPT_TOKENS + opts.max_new_tokens
         self.pool = MemoryPool(model.dims, shapes, max_tokens, device.torch_device, model.dtype,

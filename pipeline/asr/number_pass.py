@@ -12,9 +12,11 @@ words once a digit was written (5 nats) read one more of 49 numbers exactly, but
 amounts as card numbers.
 
 A digit-prompted decode that loops ("3, 1, 0, 1, 0, 4, 1, 9, 8, 6, 6, 6, 6, …") stops at
-the loop's sixth copy and is done again at rising temperatures, the way Whisper falls back,
-until one reads as a number without a loop; the rest of the number is often there
-("… 9, 8, 6, 7, 8, 0, 9, 2, 3, 0, 3").
+the loop's sixth copy (a sentence said again word for word, at its second:
+:data:`pipeline.asr.decode.PHRASE_PERIOD_TOKENS`) and is done again at rising temperatures, the way Whisper falls back,
+and the coolest that reads as a number without a loop is taken; the rest of the number is often
+there ("… 9, 8, 6, 7, 8, 0, 9, 2, 3, 0, 3"). The temperatures are rows of one batch, not decodes
+in turn: a CPU decode step costs little more for four rows than for one.
 
 A region that still reads as no card, ID or phone number although one was announced and begun
 ("My mobile number is 1 time, 0, 8, 6, …") is decoded once more with digits only after the
@@ -44,7 +46,15 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 import torch
 
-from pipeline.asr.decode import PROMPT_TOKENS, TIME_STEP_S, DecodeOptions, DecodeStats, GreedyDecoder
+from pipeline.asr.decode import (
+    LOOP_PERIOD_TOKENS,
+    PHRASE_PERIOD_TOKENS,
+    PROMPT_TOKENS,
+    TIME_STEP_S,
+    DecodeOptions,
+    DecodeStats,
+    GreedyDecoder,
+)
 from pipeline.asr.numbers import (
     NumberRegion,
     accepted_text,
@@ -77,9 +87,8 @@ DIGIT_PROMPTS = {
 MIN_NEW_TOKENS = 64
 MIN_RESUME_S = 1.0  # audio left after the model's last timestamp that is decoded once more
 MAX_ROUNDS = 2
-LOOP_PERIOD_TOKENS = 8  # a digit group of up to four, each digit with its comma
-# A decode stuck in a loop is done again at these temperatures, in turn, until one reads as a
-# number (Whisper's own fallback schedule, less its last step). On tools/eval_qa seeds 1-7 the
+# A decode stuck in a loop is done again at these temperatures, the coolest that reads as a
+# number taken (Whisper's own fallback schedule, less its last step). On tools/eval_qa seeds 1-7 the
 # English calls with a spoken number had their PII found 63/66 times, 60/66 without this.
 FALLBACK_TEMPERATURES = (0.2, 0.4, 0.6, 0.8)
 
@@ -103,6 +112,7 @@ class _RegionWindow:
     stream: np.ndarray = field(repr=False)
     first_pass: str = ""  # the first pass's text of the region
     locked: bool = False  # decoded with digits only after the first digit
+    temperature: float = 0.0  # a fallback decode's
 
     @property
     def duration_s(self) -> float:
@@ -115,7 +125,7 @@ class NumberPass:
     def __init__(self, engine: Engine, languages: Sequence[str]) -> None:
         self.engine = engine
         self.languages = tuple(languages)
-        self.decoders: dict[tuple[str, float], GreedyDecoder] = {}  # built on first use
+        self.decoders: dict[str, GreedyDecoder] = {}  # built on first use
         self.prompts: dict[str, tuple[int, ...]] = {}
         self.regions = 0
         self.left = 0  # regions not decoded again: no digit in them, or a number that passes its check
@@ -134,13 +144,12 @@ class NumberPass:
                 raise ValueError(f"the memory pool leaves {room} tokens for a number decode in {lang!r}")
             self.prompts[lang] = prompt
 
-    def _decoder(self, lang: str, temperature: float) -> GreedyDecoder:
-        """The digit-prompted decoder of a language and temperature (5 per language, most never
-        used: built when first asked for); the digit lock is chosen per row (``_RegionWindow.locked``)."""
-        key = (lang, temperature)
-        if key not in self.decoders:
+    def _decoder(self, lang: str) -> GreedyDecoder:
+        """The digit-prompted decoder of a language (built when first asked for); the digit lock and
+        the temperature are chosen per row (``_RegionWindow.locked``, ``.temperature``)."""
+        if lang not in self.decoders:
             engine, prompt = self.engine, self.prompts[lang]
-            self.decoders[key] = GreedyDecoder(
+            self.decoders[lang] = GreedyDecoder(
                 engine.model,
                 engine.tokenizer,
                 DecodeOptions(
@@ -150,11 +159,11 @@ class NumberPass:
                     compact_fraction=engine.opts.compact_fraction,
                     prompt_tokens=prompt,
                     loop_period=LOOP_PERIOD_TOKENS,
-                    temperature=temperature,
+                    phrase_period=PHRASE_PERIOD_TOKENS,
                     digits_after_digit=True,
                 ),
             )
-        return self.decoders[key]
+        return self.decoders[lang]
 
     def run(self, transcripts: list[CallTranscript], windows: Sequence[FirstPassWindow]) -> list[CallTranscript]:
         """Each call's transcript with its number regions decoded again where that reads better;
@@ -212,7 +221,7 @@ class NumberPass:
         every window whose first pass names no amount (the only ones it can be wanted for): a CPU
         decode step costs about the same for 6 rows as for 12, so this halves the steps."""
         locked = {id(w): dataclasses.replace(w, locked=True) for w in windows if not names_amount(w.first_pass)}
-        both = self._decode_texts(lang, 0.0, [*windows, *locked.values()])
+        both = self._decode_texts(lang, [*windows, *locked.values()])
         decoded = {id(w): both[id(w)] for w in windows}
         self._fall_back(lang, [w for w in windows if loops_on_digits(decoded[id(w)])], decoded)
         unread = [w for w in windows if worth_digits_only(decoded[id(w)], w.first_pass)]
@@ -231,18 +240,18 @@ class NumberPass:
         return decoded
 
     def _fall_back(self, lang: str, looped: list[_RegionWindow], decoded: dict[int, str]) -> None:
-        """Decode the ``looped`` windows again at each fallback temperature in turn, updating
-        ``decoded`` with the first text of each that reads as a number."""
-        for temperature in FALLBACK_TEMPERATURES:
-            if not looped:
-                break
-            self.fallbacks += len(looped)
-            again = self._decode_texts(lang, temperature, looped)
-            good = {k for k, v in again.items() if reads_as_number(v)}
-            decoded.update((k, again[k]) for k in good)
-            looped = [w for w in looped if id(w) not in good]
+        """Decode the ``looped`` windows again at every fallback temperature (one batch), updating
+        ``decoded`` with each one's coolest text that reads as a number."""
+        if not looped:
+            return
+        rows = [(w, dataclasses.replace(w, temperature=t)) for t in FALLBACK_TEMPERATURES for w in looped]
+        self.fallbacks += len(rows)
+        again = self._decode_texts(lang, [row for _, row in rows])
+        for w, row in reversed(rows):  # the coolest last, so it wins
+            if reads_as_number(again[id(row)]):
+                decoded[id(w)] = again[id(row)]
 
-    def _decode_texts(self, lang: str, temperature: float, windows: list[_RegionWindow]) -> dict[int, str]:
+    def _decode_texts(self, lang: str, windows: list[_RegionWindow]) -> dict[int, str]:
         """Text of each window (by id). Where the model ended early, more than ``MIN_RESUME_S``
         before the audio did, the rest is decoded once more and its text appended (as the first
         pass resumes a window): a number read slowly otherwise loses its last groups."""
@@ -250,7 +259,7 @@ class NumberPass:
         parts: dict[int, list[str]] = {id(w): [] for w in windows}
         todo = [(w, id(w)) for w in windows]
         for _ in range(MAX_ROUNDS):
-            results = self._decode(self._decoder(lang, temperature), [w for w, _ in todo])
+            results = self._decode(self._decoder(lang), [w for w, _ in todo])
             later = []
             for w, origin in todo:
                 tokens = results[id(w)]
@@ -261,7 +270,7 @@ class NumberPass:
                 if w.duration_s - done_s > MIN_RESUME_S and cut_loop(text) == text:
                     rest = w.packed.after(done_s)
                     if rest is not None:
-                        later.append((_RegionWindow(w.call, w.channel, rest, w.stream, locked=w.locked), origin))
+                        later.append((dataclasses.replace(w, packed=rest, first_pass=""), origin))
             if not later:
                 break
             todo = later
@@ -280,6 +289,7 @@ class NumberPass:
                 [item.duration_s for item in batch.items],
                 DecodeStats(),
                 [item.locked for item in batch.items],
+                [item.temperature for item in batch.items],
             )
             for item, result in zip(batch.items, results, strict=True):
                 out[id(item)] = result.tokens

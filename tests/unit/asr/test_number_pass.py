@@ -73,6 +73,10 @@ def test_a_loop_is_found_at_its_last_copy_within_the_period_limit() -> None:
     assert not ends_in_loop([5, 1, 2, 1, 2, 1, 3], max_period=2, copies=3)
     assert not ends_in_loop([1, 2, 3] * 3, max_period=2, copies=3)  # its period is longer than the limit
     assert ends_in_loop([7] * 6, max_period=8, copies=6) and not ends_in_loop([7] * 5, max_period=8, copies=6)
+    sentence = list(range(20))  # a sentence said again word for word ends at its second copy
+    assert ends_in_loop([99, *sentence, *sentence], max_period=48, copies=2, min_period=9)
+    assert not ends_in_loop([99, *sentence, *sentence[:-1], 98], max_period=48, copies=2, min_period=9)
+    assert not ends_in_loop([1, 2] * 2, max_period=48, copies=2, min_period=9)  # a short run is the digit rule's
 
 
 def test_decodes_for_stuck_numbers_sample_reproducibly_and_stop_at_a_loop(engine: Engine, en_calls, en_batched) -> None:
@@ -108,7 +112,7 @@ def test_a_digits_only_decode_writes_nothing_but_digits_after_its_first_digit(en
 
     def text(locked: bool) -> str:
         row = dataclasses.replace(window, locked=locked)
-        tokens = numbers._decode(numbers._decoder("en", 0.0), [row])[id(row)]
+        tokens = numbers._decode(numbers._decoder("en"), [row])[id(row)]
         return engine.tokenizer.decode(tokens)
 
     def after_first_digit(text: str) -> str:
@@ -161,7 +165,7 @@ def test_a_region_decoded_again_is_encoded_once_and_its_locked_row_reads_as_when
     speech = speak("My number is four, five, three, two, and thank you very much for your help.", voice="en-us+f4")
     window = _RegionWindow(0, 1, PackedWindow((Piece(0, len(speech), 0, len(speech)),)), speech)
     locked = dataclasses.replace(window, locked=True)
-    alone = {w.locked: NumberPass(engine, ("en",))._decode_texts("en", 0.0, [w])[id(w)] for w in (window, locked)}
+    alone = {w.locked: NumberPass(engine, ("en",))._decode_texts("en", [w])[id(w)] for w in (window, locked)}
     numbers = NumberPass(engine, ("en",))
     encoded: list[tuple] = []
     encode = engine._encode
@@ -170,9 +174,10 @@ def test_a_region_decoded_again_is_encoded_once_and_its_locked_row_reads_as_when
         "_encode",
         lambda bucket_s, items: encoded.extend(w.packed.pieces for w in items) or encode(bucket_s, items),
     )
-    together = numbers._decode_texts("en", 0.0, [window, locked])  # one batch: the free row and the locked row
-    numbers._decode_texts("en", 0.4, [window])  # a fallback temperature
+    hot = dataclasses.replace(window, temperature=0.4)  # a fallback temperature
+    together = numbers._decode_texts("en", [window, locked, hot])  # one batch: free, locked and hot rows
     assert encoded.count(window.packed.pieces) == 1  # one encoder output for all of them
     assert len(set(encoded)) == len(encoded)  # resumed rests too
+    # the lock and the temperature apply to their own rows only
     assert together[id(window)] == alone[False] and together[id(locked)] == alone[True]
-    assert alone[False] != alone[True]  # the lock is applied to its row only
+    assert alone[False] != alone[True] and together[id(hot)]
