@@ -38,12 +38,13 @@ from pipeline.ops.plan import (
     DEFAULT_MIX,
     DEFAULT_ROUTE_WITHIN_S,
     ROUTER_ARRIVALS_PER_S,
+    Plan,
     RouterPlan,
     plan,
     plan_routers,
 )
 from pipeline.qa.charts import hbar_svg, histogram_svg
-from pipeline.simulated.engine import SimulatedEngineOptions, device_time
+from pipeline.simulated.device_model import SimulatedEngineOptions, batching_factor, device_time
 from pipeline.simulated.storage import SimulatedRecording, etag_of, key_for
 from pipeline.stages.routing import Buckets
 from tests.kafka_helpers import TopicReader
@@ -156,6 +157,7 @@ class NightRun:
     scale: float  # the time scale: device seconds per wall second
     spec: str  # the workers' --engine
     sim: Night
+    planned: Plan  # `callqa plan` for the night, batching costs included
     reader: TopicReader | None = None
     published_at: float = 0.0
     transcripts: list[Transcript] = field(default_factory=list)
@@ -178,15 +180,27 @@ def _metric(port: int, name: str) -> float:
     )
 
 
-def workers_per_bucket(
-    opts: argparse.Namespace, audio_by_bucket: dict[str, float], names: tuple[str, ...]
-) -> dict[str, int]:
+def cost_factors(good: list[SimulatedRecording], buckets: Buckets, opts: SimulatedEngineOptions) -> dict[str, float]:
+    """Each bucket's batching cost factor for the night's own calls, by the engine's model."""
+    calls: dict[str, list[tuple[float, int]]] = defaultdict(list)
+    for r in good:
+        calls[buckets.bucket_for(r.duration_s)].append((r.duration_s, r.channels))
+    return {b: batching_factor(c, opts) for b, c in calls.items()}
+
+
+def night_plan(
+    opts: argparse.Namespace, audio_by_bucket: dict[str, float], names: tuple[str, ...], factors: dict[str, float]
+) -> Plan:
+    """`callqa plan` for the night's audio, mix and batching costs."""
+    total_s = sum(audio_by_bucket.values())
+    mix = {b: audio_by_bucket.get(b, 0.0) / total_s for b in names} if total_s > 0 else DEFAULT_MIX
+    return plan(total_s / 3600 * opts.time_scale_plan, opts.window_h * 3600, opts.rtfx, mix, cost_factors=factors)
+
+
+def workers_per_bucket(opts: argparse.Namespace, planned: Plan, names: tuple[str, ...]) -> dict[str, int]:
     if opts.workers:
         given = dict(part.split("=") for part in opts.workers.split(","))
         return {b: int(given.get(b, 1)) for b in names}
-    total_h = sum(audio_by_bucket.values()) / 3600
-    mix = {b: audio_by_bucket.get(b, 0.0) / max(1.0, sum(audio_by_bucket.values())) for b in names}
-    planned = plan(total_h * opts.time_scale_plan, opts.window_h * 3600, opts.rtfx, mix or DEFAULT_MIX)
     return {b.bucket: max(1, b.workers) for b in planned.buckets}
 
 
@@ -267,10 +281,11 @@ def run(settings: Settings, opts: argparse.Namespace) -> dict[str, Any]:
     audio_by_bucket: dict[str, float] = defaultdict(float)
     for r in good:
         audio_by_bucket[buckets.bucket_for(r.duration_s)] += r.duration_s
-    workers = workers_per_bucket(opts, audio_by_bucket, settings.bucket_names)
+    engine_opts = SimulatedEngineOptions(rtfx=opts.rtfx)
+    planned = night_plan(opts, audio_by_bucket, settings.bucket_names, cost_factors(good, buckets, engine_opts))
+    workers = workers_per_bucket(opts, planned, settings.bucket_names)
     arrivals_partitions = next(t.partitions for t in catalog if t.name == "audio.arrivals")
     routers, router_count = router_plan(opts, arrivals_partitions)
-    engine_opts = SimulatedEngineOptions(rtfx=opts.rtfx)
     ideal_s = max(audio_by_bucket[b] / (workers[b] * opts.rtfx) for b in audio_by_bucket)
     scale = opts.time_scale or max(1.0, ideal_s / opts.target_wall_s)
     spec = f"simulated:rtfx={opts.rtfx},scale={scale}"
@@ -292,7 +307,7 @@ def run(settings: Settings, opts: argparse.Namespace) -> dict[str, Any]:
                 spec,
                 "--simulated-storage",
             )
-    state = NightRun(settings, opts, night, workers, routers, audio_by_bucket, engine_opts, scale, spec, sim)
+    state = NightRun(settings, opts, night, workers, routers, audio_by_bucket, engine_opts, scale, spec, sim, planned)
     try:
         return report(_night(state))
     finally:
@@ -452,11 +467,13 @@ def report(state: NightRun) -> dict[str, Any]:
         peak[p.stage if not p.stage.startswith("asr-") else "worker"] = max(
             peak[p.stage if not p.stage.startswith("asr-") else "worker"], round(p.peak_rss_mb, 1)
         )
-    planned = plan(
-        sum(audio_by_bucket.values()) / 3600,
-        opts.window_h * 3600,
-        opts.rtfx,
-        {b: audio_by_bucket.get(b, 0.0) / sum(audio_by_bucket.values()) for b in settings.bucket_names},
+    planned = state.planned
+    # the model before batching costs (audio ÷ RTFx), for comparison
+    audio_only = plan(
+        planned.audio_h,
+        planned.window_s,
+        planned.rtfx_per_device,
+        {b.bucket: b.audio_h / max(planned.audio_h, 1e-9) for b in planned.buckets},
     )
     result = {
         "calls": len(night),
@@ -488,6 +505,8 @@ def report(state: NightRun) -> dict[str, Any]:
         "plan": {
             "workers": {b.bucket: b.workers for b in planned.buckets},
             "busy_s": round(planned.busy_s, 1),
+            "busy_s_audio_only": round(audio_only.busy_s, 1),
+            "cost_factors": {b.bucket: b.cost_factor for b in planned.buckets},
             "window_s": planned.window_s,
             "routers": state.routers.routers,
             "router_arrivals_per_s_needed": round(state.routers.arrivals_per_s_needed, 1),

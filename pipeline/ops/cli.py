@@ -271,14 +271,17 @@ def plan_cmd(
     from dataclasses import asdict
 
     from pipeline.catalog import load_catalog
-    from pipeline.ops.plan import parse_mix, parse_window, plan, plan_routers, rtfx_from_metrics
+    from pipeline.ops.plan import bucket_cost_factors, parse_mix, parse_window, plan, plan_routers, rtfx_from_metrics
 
     cfg = operator_settings()
     if (rtfx_per_device is None) == (from_metrics is None):
         raise typer.BadParameter("give one of --rtfx-per-device or --from-metrics")
     try:
         rtfx = rtfx_per_device or rtfx_from_metrics(_metric_sums(from_metrics))
-        result = plan(hours_per_day, parse_window(window), rtfx, parse_mix(mix, cfg.bucket_names), margin)
+        # the benchmark's RTFx is that of full batches: add the batching costs; a worker's measured
+        # audio ÷ busy seconds already holds them
+        factors = bucket_cost_factors(cfg.bucket_edges_s, cfg.bucket_names, rtfx) if from_metrics is None else None
+        result = plan(hours_per_day, parse_window(window), rtfx, parse_mix(mix, cfg.bucket_names), margin, factors)
         routers = None
         if calls_per_day is not None:
             partitions = arrivals_partitions or next(
@@ -299,7 +302,7 @@ def plan_cmd(
                f"RTFx {rtfx:.1f} per device{' (measured from ' + from_metrics + ')' if from_metrics else ''}")
     for b in result.buckets:
         typer.echo(f"  {b.bucket:<7} {b.audio_h:>10.1f} audio h  {b.workers:>4} worker(s)/device(s)  "
-                   f"{b.partitions:>4} partitions")
+                   f"{b.partitions:>4} partitions  x{b.cost_factor:.2f} batching")
     typer.echo(f"total: {result.devices} device(s), one worker each; busiest bucket done in "
                f"{result.busy_s / 3600:.2f} h ({result.utilisation:.0%} of the window)")
     if routers is None:

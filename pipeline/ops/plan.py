@@ -7,6 +7,12 @@ Assumptions (printed by ``callqa plan`` and documented in the README):
 - one ASR worker per accelerator, and a worker's throughput is its measured RTFx (audio seconds
   per wall second) on that bucket's calls: from the benchmark (``--rtfx-per-device``) or live from
   a worker's ``/metrics`` (audio seconds transcribed over engine-busy seconds);
+- batching costs (:mod:`pipeline.simulated.device_model`, the model the simulated engine sleeps):
+  a bucket's audio costs ``cost_factor`` times audio ÷ RTFx, for each call's last 30 s window is
+  computed whole and a small bucket pays the batch-fill floor. The benchmark's RTFx is that of
+  full batches of reference calls, so ``callqa plan --rtfx-per-device`` applies the factor of
+  calls spread evenly over each bucket's lengths (:func:`bucket_cost_factors`); an RTFx read from
+  a worker's ``/metrics`` already holds it (factor 1);
 - the work must fit in ``window * (1 - margin)``: the margin absorbs retries, redrives, a lost
   node and the tail of the last long call;
 - a bucket topic needs at least as many partitions as workers, and twice that so it can scale out
@@ -21,7 +27,10 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+from pipeline.simulated.device_model import SimulatedEngineOptions, batching_factor, spread_calls
 
 DEFAULT_MIX = {"short": 0.10, "medium": 0.35, "long": 0.45, "xlong": 0.10}  # share of audio seconds
 MIN_PARTITIONS = 6
@@ -31,6 +40,7 @@ MIN_PARTITIONS = 6
 # 165/s takes 0.43 of a core, so routers on one host also need cores (see RouterPlan.cpu_cores).
 ROUTER_ARRIVALS_PER_S = 165.0
 ROUTER_CPU_MS_PER_CALL = 2.59
+LONGEST_CALL_S = 3600.0  # the top of the last bucket, for its spread of call lengths
 DEFAULT_ROUTE_WITHIN_S = 60.0  # a night's burst of arrivals routed within a minute (issue 29's target)
 
 
@@ -76,6 +86,7 @@ class BucketPlan:
     audio_h: float
     workers: int
     partitions: int
+    cost_factor: float = 1.0  # device seconds per audio second, over 1 / RTFx (batching costs)
 
 
 @dataclass(frozen=True)
@@ -90,25 +101,42 @@ class Plan:
     @property
     def busy_s(self) -> float:
         """Wall seconds the planned devices need for the day, each bucket on its own workers."""
-        return max((b.audio_h * 3600 / (b.workers * self.rtfx_per_device) for b in self.buckets if b.workers),
-                   default=0.0)
+        return max(
+            (b.audio_h * 3600 * b.cost_factor / (b.workers * self.rtfx_per_device) for b in self.buckets if b.workers),
+            default=0.0,
+        )
 
     @property
     def utilisation(self) -> float:
         return self.busy_s / self.window_s
 
 
+def bucket_cost_factors(
+    edges_s: Sequence[float], names: Sequence[str], rtfx_per_device: float, longest_s: float = LONGEST_CALL_S
+) -> dict[str, float]:
+    """Each bucket's batching cost factor for stereo calls spread evenly over its lengths."""
+    opts = SimulatedEngineOptions(rtfx=rtfx_per_device)
+    bounds = [0.0, *edges_s, max(longest_s, edges_s[-1] if edges_s else longest_s)]
+    return {name: batching_factor(spread_calls(bounds[i], bounds[i + 1]), opts) for i, name in enumerate(names)}
+
+
 def plan(hours_per_day: float, window_s: float, rtfx_per_device: float, mix: dict[str, float],
-         margin: float = 0.3) -> Plan:
+         margin: float = 0.3, cost_factors: dict[str, float] | None = None) -> Plan:
+    """``cost_factors``: per bucket, device seconds per audio second over 1 / RTFx (default 1: none)."""
     if hours_per_day < 0 or window_s <= 0 or rtfx_per_device <= 0 or not 0 <= margin < 1:
         raise ValueError("hours ≥ 0, window > 0, RTFx > 0 and 0 ≤ margin < 1 are needed")
+    if cost_factors and min(cost_factors.values()) <= 0:
+        raise ValueError("a bucket's cost factor must be > 0")
     usable_s = window_s * (1 - margin)
     buckets = []
     for bucket, share in mix.items():
         audio_s = hours_per_day * 3600 * share
+        factor = (cost_factors or {}).get(bucket, 1.0)
         # Each bucket's group is served by its own workers: round up per bucket.
-        workers = math.ceil(audio_s / (rtfx_per_device * usable_s)) if audio_s > 0 else 0
-        buckets.append(BucketPlan(bucket, round(audio_s / 3600, 2), workers, max(MIN_PARTITIONS, 2 * workers)))
+        workers = math.ceil(round(audio_s * factor / (rtfx_per_device * usable_s), 9)) if audio_s > 0 else 0
+        buckets.append(
+            BucketPlan(bucket, round(audio_s / 3600, 2), workers, max(MIN_PARTITIONS, 2 * workers), round(factor, 4))
+        )
     return Plan(hours_per_day, window_s, margin, rtfx_per_device, sum(b.workers for b in buckets), buckets)
 
 

@@ -1,7 +1,8 @@
 """SIMULATED engine: sleeps for what a device would take on a batch and returns fixed transcripts.
 
 For load tests of the distributed pipeline (``callqa worker --engine simulated:rtfx=450``); it
-never loads a model. The time model follows the real engine's shape (:mod:`pipeline.asr.packing`):
+never loads a model. The time model (:mod:`pipeline.simulated.device_model`, which ``callqa plan``
+sizes workers by too) follows the real engine's shape (:mod:`pipeline.asr.packing`):
 
 - each channel's speech (``speech_share`` of a stereo channel, ``mono_speech_share`` of a mono
   one) is packed into 30 s windows filled to ``window_fill`` (0.87, the measured packing);
@@ -21,84 +22,23 @@ number spoken by every 4th customer, a guaranteed-returns promise on every 10th 
 from __future__ import annotations
 
 import hashlib
-import math
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from pipeline.asr.audio import CallAudio
 from pipeline.asr.transcript import BatchStats, CallTranscript, Segment
+from pipeline.simulated.device_model import (  # noqa: F401 - re-exported: the engine's options and cost
+    REFERENCE_COMPUTED_PER_AUDIO_S,
+    WINDOW_S,
+    DeviceTime,
+    SimulatedEngineOptions,
+    device_time,
+    windows_of,
+)
 
-WINDOW_S = 30.0
-REFERENCE_COMPUTED_PER_AUDIO_S = 2 * 0.45 / 0.87  # a stereo call: two channels, 45 % speech each, packed 0.87
 MODEL_NAME = "simulated"
 MODEL_VERSION = "simulated-1"
-
-
-@dataclass(frozen=True)
-class SimulatedEngineOptions:
-    rtfx: float = 450.0
-    time_scale: float = 1.0
-    max_items: int = 64
-    min_fill: float = 0.25
-    speech_share: float = 0.45
-    mono_speech_share: float = 0.9
-    window_fill: float = 0.87
-
-    @classmethod
-    def parse(cls, spec: str) -> SimulatedEngineOptions:
-        """``simulated:rtfx=450,scale=60,max_items=64`` (every key optional after ``simulated``)."""
-        name, _, rest = spec.partition(":")
-        if name != "simulated":
-            raise ValueError(f"not a simulated engine spec: {spec!r}")
-        names = {"rtfx": "rtfx", "scale": "time_scale", "max_items": "max_items", "min_fill": "min_fill"}
-        values: dict[str, float | int] = {}
-        for part in filter(None, rest.split(",")):
-            key, _, value = part.partition("=")
-            if key.strip() not in names:
-                raise ValueError(f"unknown simulated engine option {key!r}; known: {sorted(names)}")
-            field = names[key.strip()]
-            values[field] = int(value) if field == "max_items" else float(value)
-        opts = cls(**values)  # type: ignore[arg-type]
-        if opts.rtfx <= 0 or opts.time_scale <= 0 or opts.max_items < 1 or not 0 < opts.min_fill <= 1:
-            raise ValueError(f"simulated engine needs rtfx > 0, scale > 0, max_items >= 1, 0 < min_fill <= 1: {spec!r}")
-        return opts
-
-
-@dataclass(frozen=True)
-class DeviceTime:
-    windows: int
-    model_batches: int
-    speech_s: float
-    computed_s: float  # padded window seconds, as the device computes them
-    device_s: float  # what the device would take (before the time scale)
-
-
-def windows_of(duration_s: float, channels: int, opts: SimulatedEngineOptions) -> tuple[int, float]:
-    """Packed windows of one call and its speech seconds."""
-    share = opts.speech_share if channels > 1 else opts.mono_speech_share
-    speech = duration_s * share
-    per_channel = math.ceil(speech / (WINDOW_S * opts.window_fill)) if speech > 0 else 0
-    return per_channel * channels, speech * channels
-
-
-def device_time(calls: Sequence[tuple[float, int]], opts: SimulatedEngineOptions) -> DeviceTime:
-    """The device time of one batch of calls given as (duration s, channels)."""
-    windows, speech = 0, 0.0
-    for duration_s, channels in calls:
-        w, s = windows_of(duration_s, channels, opts)
-        windows, speech = windows + w, speech + s
-    batches = math.ceil(windows / opts.max_items)
-    floor_items = opts.max_items * opts.min_fill
-    charged, left = 0.0, windows
-    for _ in range(batches):
-        items = min(opts.max_items, left)
-        charged += max(items, floor_items)
-        left -= items
-    computed = windows * WINDOW_S
-    device_s = charged * WINDOW_S / (opts.rtfx * REFERENCE_COMPUTED_PER_AUDIO_S)
-    return DeviceTime(windows, batches, speech, computed, device_s)
 
 
 def _pick(call_id: str, every: int) -> bool:

@@ -56,3 +56,5 @@ def test_a_small_night_loses_nothing_and_duplicates_nothing(isolated_settings: S
     assert night["qa_results"] == night["transcribed"]
     assert [e["what"].split()[0] for e in night["events"]] == ["SIGKILL", "restart", "scale"]
     assert result["peak_rss_mb"]["router"] > 0 and result["peak_rss_mb"]["worker"] > 0
+    # the plan's finish pays the engine's batching costs (window round-up), past audio / RTFx
+    assert night["plan"]["busy_s"] > night["plan"]["busy_s_audio_only"] and night["plan"]["cost_factors"]["long"] > 1

@@ -8,6 +8,7 @@ from pipeline.cli import app
 from pipeline.ops.plan import (
     ROUTER_ARRIVALS_PER_S,
     ROUTER_CPU_MS_PER_CALL,
+    bucket_cost_factors,
     parse_mix,
     parse_window,
     plan,
@@ -37,6 +38,25 @@ def test_plan_fits_the_day_in_the_window_with_the_margin() -> None:
     assert result.busy_s <= result.window_s * 0.7
     big = plan(100_000, parse_window("6h"), 500.0, parse_mix("long=1", BUCKETS))
     assert big.buckets[2].workers == 48 and big.buckets[2].partitions == 96 and big.buckets[0].workers == 0
+
+
+def test_the_plan_pays_each_buckets_batching_costs() -> None:
+    # the engine's model for stereo calls spread over each bucket: a medium call (30-120 s) rounds its
+    # last window up on ~a third of its computed seconds, a long one (120-600 s) on ~8 %
+    factors = bucket_cost_factors((30.0, 120.0, 600.0), BUCKETS, 450.0)
+    assert factors["medium"] == pytest.approx(1.341, abs=0.001) and factors["long"] == pytest.approx(1.082, abs=0.001)
+    assert factors["short"] > factors["medium"] > factors["long"] > factors["xlong"] > 1.0
+    window = parse_window("6h")  # 4.2 h usable: 1890 audio h per device at 450x
+    audio_only = plan(1800, window, 450.0, parse_mix("medium=1", BUCKETS))
+    assert audio_only.buckets[1].workers == 1 and audio_only.busy_s == pytest.approx(1800 * 3600 / 450)
+    paid = plan(1800, window, 450.0, parse_mix("medium=1", BUCKETS), cost_factors=factors)
+    # 1800 h cost 1800 x 1.341 = 2414 h of the device's time: past one device's 1890 h, so two workers
+    assert paid.buckets[1].workers == 2 and paid.buckets[1].partitions == 6
+    assert paid.busy_s == pytest.approx(1800 * 3600 * factors["medium"] / (450 * 2), rel=1e-4)
+    one = plan(1400, window, 450.0, parse_mix("medium=1", BUCKETS), cost_factors=factors)
+    assert one.buckets[1].workers == 1 and one.busy_s == pytest.approx(1400 * 3600 * 1.341 / 450, rel=1e-3)
+    with pytest.raises(ValueError):
+        plan(1, window, 450.0, parse_mix(None, BUCKETS), cost_factors={"long": 0.0})
 
 
 def test_rtfx_from_worker_counters() -> None:
@@ -100,3 +120,14 @@ def test_plan_json_and_text_report_the_routers(monkeypatch: pytest.MonkeyPatch, 
     assert text.exit_code == 0 and "11 router process(es)" in text.output and "warning" in text.output
     without = CliRunner().invoke(app, ["plan", "--hours-per-day", "2000", "--rtfx-per-device", "450", "--json"])
     assert json.loads(without.output)["routers"] is None
+
+
+def test_plan_from_the_benchmarks_rtfx_adds_the_batching_costs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)
+    out = CliRunner().invoke(app, ["plan", "--hours-per-day", "2000", "--rtfx-per-device", "450", "--json"])
+    data = json.loads(out.output)
+    long = next(b for b in data["buckets"] if b["bucket"] == "long")
+    assert long["cost_factor"] == pytest.approx(1.082, abs=0.001)
+    assert data["busy_s"] == pytest.approx(900 * 3600 * long["cost_factor"] / 450, rel=1e-4)  # not 900 h / 450x
+    text = CliRunner().invoke(app, ["plan", "--hours-per-day", "2000", "--rtfx-per-device", "450"])
+    assert "x1.08 batching" in text.output and "done in 2.17 h" in text.output

@@ -7,7 +7,7 @@ import pytest
 from pipeline.simulated.engine import SimulatedEngineOptions, device_time
 from pipeline.simulated.storage import SimulatedRecording
 from pipeline.stages.routing import Buckets
-from tools.simulate_night import ideal_device_s, parse_args, router_plan
+from tools.simulate_night import cost_factors, generate, ideal_device_s, night_plan, parse_args, router_plan
 
 
 def test_the_router_count_defaults_to_the_plan_for_the_nights_burst() -> None:
@@ -39,3 +39,19 @@ def test_the_ideal_makespan_packs_a_buckets_calls_into_full_batches() -> None:
     assert together < 0.8 * alone
     buckets = Buckets((30.0, 120.0, 600.0), ("short", "medium", "long", "xlong"))
     assert ideal_device_s(calls, buckets, {"long": 2}, opts) == pytest.approx(together / 2)
+
+
+def test_the_nights_plan_predicts_the_ideal_device_time() -> None:
+    # one model: the plan's finish for the night's own calls is the engine's device time of each
+    # bucket in full batches (window round-up included), not audio / RTFx
+    opts = parse_args(["--calls", "300", "--out", "x"])
+    engine = SimulatedEngineOptions(rtfx=opts.rtfx)
+    good = [r for r in generate(300, opts.seed, opts.stereo_share, opts.bad_share) if r.fault is None]
+    buckets = Buckets((30.0, 120.0, 600.0), ("short", "medium", "long", "xlong"))
+    audio: dict[str, float] = {}
+    for r in good:
+        audio[buckets.bucket_for(r.duration_s)] = audio.get(buckets.bucket_for(r.duration_s), 0.0) + r.duration_s
+    planned = night_plan(opts, audio, buckets.names, cost_factors(good, buckets, engine))
+    workers = {b.bucket: max(1, b.workers) for b in planned.buckets}
+    assert planned.busy_s == pytest.approx(ideal_device_s(good, buckets, workers, engine), rel=2e-3)
+    assert planned.busy_s > 1.05 * max(audio.values()) / opts.rtfx

@@ -9,6 +9,7 @@ import pytest
 from pipeline.adapters.fetch import Fetcher
 from pipeline.catalog import load_schema
 from pipeline.events import AudioArrived, ObjectRef, RoutedCall, encode
+from pipeline.simulated.device_model import REFERENCE_COMPUTED_PER_AUDIO_S, batching_factor, spread_calls
 from pipeline.simulated.engine import SimulatedEngine, SimulatedEngineOptions, device_time
 from pipeline.simulated.storage import SimulatedRecording, SimulatedStore, etag_of, key_for, parse_key
 from pipeline.stages.asr import AsrInput, AsrStage, Transcribed
@@ -122,3 +123,15 @@ def test_transcripts_validate_and_carry_planted_qa_events() -> None:
     assert any("4111 1111 1111 1111" in t for t in texts), "some customers disclose a card"
     assert all("4111 1111 1111 1111" not in o.value.decode() for o in done), "published transcripts are redacted"
     assert any("guaranteed returns" in t for t in texts) and any("recorded" not in t for t in texts)
+
+
+def test_the_batching_factor_is_the_window_round_up_of_full_batches() -> None:
+    opts = SimulatedEngineOptions(rtfx=450.0)
+    # a 100 s stereo call: 45 s of speech a channel fill 1.72 packed windows and compute 2
+    calls = [(100.0, 2)] * 64
+    assert batching_factor(calls, opts) == pytest.approx(4 * 30.0 / (100.0 * REFERENCE_COMPUTED_PER_AUDIO_S))
+    assert batching_factor([(579.0, 2)] * 64, opts) == pytest.approx(1.0, abs=0.002)  # reference calls: none
+    assert batching_factor([(20.0, 2)], opts) > batching_factor([(20.0, 2)] * 64, opts)  # the fill floor
+    assert batching_factor([], opts) == 1.0
+    spread = spread_calls(30.0, 120.0, count=3)
+    assert spread == [(45.0, 2), (75.0, 2), (105.0, 2)]
