@@ -8,6 +8,9 @@ party a mono segment belongs to).
 English is scored after the same normalisation for every system: lower case, no punctuation,
 digit words as digits, and a run of digits as one token ("7 4 2 9", "seven four two nine" and
 "7429" all read "7429"), so a number a recogniser writes as digits is one token either way.
+Mandarin likewise: simplified, no punctuation, Chinese numerals as digits (一百二十八 -> 128, by
+:func:`pipeline.numbers.normalize.normalize`, which leaves 一下 and 三个 alone), and a run of digits
+as one character, so "一百二十八元" and "128元" score the same and a wrong number one error.
 
 Pure: no audio, no models.
 """
@@ -17,9 +20,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+import re
+
 import jiwer
 
 from pipeline.asr.text import normalize_en, normalize_zh
+from pipeline.numbers.normalize import normalize
 
 Span = tuple[float, float]
 
@@ -27,6 +33,8 @@ _DIGIT_WORDS = {
     w: str(i) for i, w in enumerate(("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"))
 }
 _DIGIT_WORDS["oh"] = "0"
+_DIGIT_RUN = re.compile(r"[0-9]+")
+_RUN_CHARS: dict[str, str] = {}  # a digit run -> its one character (private use), the same for every text
 
 
 @dataclass(frozen=True)
@@ -87,11 +95,17 @@ def score_text_en(text: str) -> str:
     return " ".join(tokens)
 
 
+def score_text_zh(text: str) -> str:
+    """Mandarin as scored: normalize_zh, Chinese numerals as digits, each run of digits one character."""
+    digits = normalize_zh(normalize(text).text)
+    return _DIGIT_RUN.sub(lambda m: _RUN_CHARS.setdefault(m.group(), chr(0xF0000 + len(_RUN_CHARS))), digits)
+
+
 def error_rate(language: str, refs: Sequence[str], hyps: Sequence[str]) -> float:
     """WER (English) or CER (Mandarin) pooled over the pairs; nan when there is no reference."""
     pairs = [(r, h) for r, h in zip(refs, hyps, strict=True) if r.strip()]
     if not pairs:
         return float("nan")
     if language == "zh":
-        return float(jiwer.cer([normalize_zh(r) for r, _ in pairs], [normalize_zh(h) for _, h in pairs]))
+        return float(jiwer.cer([score_text_zh(r) for r, _ in pairs], [score_text_zh(h) for _, h in pairs]))
     return float(jiwer.wer([score_text_en(r) for r, _ in pairs], [score_text_en(h) for _, h in pairs]))

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from tools.bench_score import Coverage, error_rate, score_text_en, speech_coverage
+from tools.bench_score import Coverage, error_rate, score_text_en, score_text_zh, speech_coverage
 
 
 def test_coverage_is_the_share_of_reference_time_inside_output_segments():
@@ -42,6 +42,14 @@ def test_digits_read_one_token_however_they_are_written():
     assert score_text_en("Reference 7 4 2 9, right?") == "reference 7429 right"
     assert score_text_en("reference seven four two nine right") == "reference 7429 right"
     assert score_text_en("Reference 7429. Right.") == "reference 7429 right"
+
+
+def test_a_mandarin_number_scores_the_same_in_numerals_or_digits_and_a_wrong_one_is_one_error():
+    assert score_text_zh("这个月的账单金额是一百二十八元。") == score_text_zh("这个月的账单金额是128元")
+    assert score_text_zh("我想查询一下") == "我想查询一下"  # 一 in a word stays
+    ref = "手机号是一三九零零二一四五六七"
+    assert error_rate("zh", [ref], ["手机号是13900214567"]) == 0.0
+    assert error_rate("zh", [ref], ["手机号是13900214568"]) == pytest.approx(1 / len(score_text_zh(ref)))
 
 
 def test_error_rates_pool_channels_and_skip_empty_references():
