@@ -388,6 +388,8 @@ def ends_in_loop(tokens: list[int], max_period: int, copies: int, min_period: in
         span = period * copies
         if len(tokens) < span:
             break
+        if copies > 1 and tokens[-1] != tokens[-1 - period]:  # most tokens: no such run ends here
+            continue
         tail = tokens[-span:]
         if tail == tail[:period] * copies:
             return True
