@@ -17,10 +17,9 @@ Pure: no audio, no models.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-
-import re
 
 import jiwer
 
