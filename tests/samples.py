@@ -52,6 +52,33 @@ def one_turn_transcript(text: str, replay_id: str | None) -> Transcript:
     )
 
 
+def pii_transcript(
+    ref: ObjectRef,
+    pii: list[PIISpan],
+    *,
+    call_id: str | None = None,
+    duration_s: float = 2.0,
+    channels: int = 2,
+    segment: Segment | None = None,
+    roles: str | None = "left=agent,right=customer",
+    replay_id: str | None = None,
+) -> Transcript:
+    """A redacted stereo transcript of the recording ``ref`` with ``pii`` spans (redaction-stage tests):
+    one agent turn, the parties' channels named by the roles metadata (None: no roles)."""
+    return Transcript(
+        call_id=call_id or ref.key.rsplit(".", 1)[0],
+        object=ref,
+        duration_s=duration_s,
+        channels=channels,
+        segments=[segment or Segment(role="agent", channel=0, start_s=0.1, end_s=1.5, text="your card number please")],
+        model=ModelInfo(name="whisper-base", version="1"),
+        metadata={"roles": roles} if roles else {},
+        redacted=True,
+        pii=pii,
+        replay_id=replay_id,
+    )
+
+
 def sample_events() -> list:
     ref = ObjectRef(bucket="recordings", key="2026/11/30/call-1.wav", version_id="v1", etag="e1", size_bytes=1000)
     segments = [

@@ -43,7 +43,7 @@ def load_sizing(path: Path = SIZING) -> dict[str, Any]:
 def longest_batch_s(upper_s: float, max_calls: int, max_audio_s: float) -> float:
     """Audio seconds of the longest micro-batch a bucket allows: calls of at most ``upper_s`` each,
     up to ``max_calls`` and ``max_audio_s`` together, except that one call longer than
-    ``max_audio_s`` forms a batch of its own (pipeline.stages.batching.BatchBudget)."""
+    ``max_audio_s`` forms a batch of its own (pipeline.batching.BatchBudget)."""
     return min(max_calls * upper_s, max(max_audio_s, upper_s))
 
 

@@ -9,7 +9,7 @@ PY=${PYTHON:-.venv/bin/python}
 # Formatted modules. The rest keeps its aligned-continuation style until its owner converts it
 # (ruff format cannot keep that style; one whole-tree reformat would collide with open work).
 "$PY" -m ruff format --check \
-    pipeline/stages pipeline/chinese.py pipeline/run/worker.py pipeline/run/worker_commit.py \
+    pipeline/stages pipeline/batching.py pipeline/run/step_frame.py pipeline/asr/windows.py pipeline/chinese.py pipeline/run/worker.py pipeline/run/worker_commit.py \
     pipeline/adapters/fetch.py pipeline/adapters/file_store.py pipeline/adapters/minio_store.py \
     pipeline/adapters/faust_auth.py pipeline/run/router_markers.py tools/bench_markers.py \
     tests/unit/test_router_markers.py tests/unit/test_faust_security.py \
@@ -27,5 +27,6 @@ PY=${PYTHON:-.venv/bin/python}
     tests/unit/test_simulate_night_plan.py \
     pipeline/run/redact.py pipeline/run/redacted_audio.py tests/unit/test_redacted_copies.py \
     tests/unit/test_redacted_audio.py tests/integration/test_redaction_stage.py pipeline/run/redact_step.py \
-    tests/unit/test_redacted_outputs.py tests/unit/test_deployed_stages.py tests/integration/test_redact_policy.py
+    tests/unit/test_redacted_outputs.py tests/unit/test_deployed_stages.py tests/integration/test_redact_policy.py \
+    tests/unit/test_bench_system.py
 "$PY" -m mypy  # strict on pipeline/stages, asr/packing, asr/timing ([tool.mypy] in pyproject.toml)

@@ -19,7 +19,7 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import Literal, Protocol
 
 import numpy as np
 import torch
@@ -31,13 +31,11 @@ from pipeline.asr.errors import AsrError
 from pipeline.asr.model import KVCache
 from pipeline.asr.packing import RATE, PackedWindow, pack_regions
 from pipeline.asr.transcript import CallTranscript, Segment
+from pipeline.asr.windows import WindowRunner
 from pipeline.numbers.backstop import mask_long_digit_runs
 from pipeline.numbers.model import SegmentText
 from pipeline.numbers.normalize import normalize
 from pipeline.numbers.pii import find_pii
-
-if TYPE_CHECKING:
-    from pipeline.asr.engine import Engine
 
 WordMode = Literal["pii", "all", "off"]
 PAD_S = 0.25  # audio kept either side of a segment's decoder times (they are cut tight)
@@ -87,11 +85,12 @@ class _AlignWindow:
 class WordAligner:
     """Word times through the engine's model, memory pool and batch planner."""
 
-    def __init__(self, engine: Engine, mode: WordMode) -> None:
+    def __init__(self, engine: WindowRunner, mode: WordMode, max_window_s: float, join_gap_s: float) -> None:
         heads = engine.tokenizer.alignment_heads
         if not heads:
             raise AsrError("this model lists no alignment heads (config.json 'alignment_heads'): word timing is off")
         self.engine, self.mode = engine, mode
+        self.max_window_s, self.join_gap_s = max_window_s, join_gap_s  # the engine's packing of windows
         self.by_layer: dict[int, list[int]] = {}
         for layer, head in heads:
             self.by_layer.setdefault(layer, []).append(head)
@@ -105,7 +104,7 @@ class WordAligner:
         streams = {(w.call, w.channel): w.stream for w in windows}
         items = [item for i, t in enumerate(transcripts) for item in self._windows(i, t, streams)]
         words: dict[tuple[int, int], tuple[tuple[float, float, str], ...]] = {}
-        for batch in self.engine._plan(items):  # type: ignore[arg-type]
+        for batch in self.engine.plan_windows(items):
             for item, per_segment in zip(batch.items, self._align_batch(batch, transcripts), strict=True):
                 words.update(((item.call, k), w) for k, w in per_segment.items())
         spent = time.perf_counter() - started
@@ -124,7 +123,7 @@ class WordAligner:
     def _windows(self, call: int, t: CallTranscript, streams: dict[tuple[int, int], np.ndarray]) -> list[_AlignWindow]:
         chosen = segments_to_time(t.segments, self.mode)
         out = []
-        max_s = self.engine.opts.vad.max_window_s
+        max_s = self.max_window_s
         for channel in sorted({t.segments[k].channel for k in chosen}):
             stream = streams.get((call, channel))
             if stream is None:
@@ -137,7 +136,7 @@ class WordAligner:
                 lo, hi = max(0, int((s.start_s - pad) * RATE)), min(len(stream), int(math.ceil((s.end_s + pad) * RATE)))
                 if hi > lo:
                     regions.append((lo, hi))
-            for packed in pack_regions(regions, max_s, self.engine.opts.join_gap_s, balance=True):
+            for packed in pack_regions(regions, max_s, self.join_gap_s, balance=True):
                 inside = tuple(k for k in mine if _holds(packed, (t.segments[k].start_s + t.segments[k].end_s) / 2))
                 if inside:
                     out.append(_AlignWindow(call, channel, packed, stream, inside))
@@ -149,9 +148,9 @@ class WordAligner:
         index -> its words in call time."""
         engine = self.engine
         items: list[_AlignWindow] = batch.items
-        memories = [engine._encode(bucket_s, [items[i] for i in rows]) for bucket_s, rows in batch.groups()]
+        memories = [engine.encode_windows(bucket_s, [items[i] for i in rows]) for bucket_s, rows in batch.groups()]
         cache = engine.pool.kv_cache(batch.padded_s, len(items))
-        engine.decoder._fill_cross(memories, cache)
+        engine.decoder.fill_cross(memories, cache)
         frames = [t for m in memories for t in [m.shape[1]] * m.shape[0]]
         rows = [self._row_tokens(item, transcripts[item.call].segments, cache.self_kv.shape[4]) for item in items]
         prefix_len = len(rows[0][0])

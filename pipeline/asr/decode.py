@@ -193,7 +193,7 @@ class GreedyDecoder:
         sp = self.tok.special
         masks = (self.suppress.to(device), self.suppress_begin.to(device), self.ts_index.to(device),
                  self.not_number.to(device))
-        self._fill_cross(memories, cache)
+        self.fill_cross(memories, cache)
         results = [WindowDecode() for _ in range(n)]
         first = [sp.sot_prev, *self.opts.prompt_tokens, sp.sot] if self.opts.prompt_tokens else [sp.sot]
         sot = torch.tensor([first] * n, dtype=torch.long, device=device)
@@ -332,7 +332,7 @@ class GreedyDecoder:
         return ends_in_loop(tokens, opts.loop_period, opts.loop_copies) or ends_in_loop(
             tokens, opts.phrase_period, opts.phrase_copies, min_period=opts.loop_period + 1)
 
-    def _fill_cross(self, memories: list[Tensor], cache: KVCache) -> None:
+    def fill_cross(self, memories: list[Tensor], cache: KVCache) -> None:
         """Cross keys/values of each row group; where groups differ in length, the shorter rows'
         tail is zeroed and masked out, so a row attends to exactly what it attends to alone."""
         full = cache.cross_kv.shape[4]

@@ -3,7 +3,7 @@
 Flow of :meth:`Engine.transcribe_batch`: resample each call to 16 kHz, find
 speech regions per channel (VAD) and pack them into windows of up to 30 s
 (:mod:`pipeline.asr.packing`), plan model batches of windows by length bucket
-under the batch budget (:mod:`pipeline.stages.batching`), run log-mel + encoder +
+under the batch budget (:mod:`pipeline.batching`), run log-mel + encoder +
 batched timestamped decoding per batch on pool buffers, re-decode windows
 that loop or overflow piece by piece, and map each window's timed text back to
 call time (:mod:`pipeline.asr.timing`). Every window is computed at its own
@@ -50,7 +50,8 @@ from pipeline.asr.timing import TimedSpan, coverage, timed_spans, window_texts
 from pipeline.asr.tokenizer import WhisperTokenizer
 from pipeline.asr.transcript import BatchStats, CallTranscript, EngineStats, Segment
 from pipeline.asr.vad import SileroVad, VadOptions
-from pipeline.stages.batching import BatchBudget, MixedBatch, plan_mixed
+from pipeline.asr.windows import Encodable, W
+from pipeline.batching import BatchBudget, MixedBatch, plan_mixed
 
 # Each window is encoded at the smallest bucket that holds it and a batch is decoded together
 # whatever its buckets, so fine buckets cost the decoder nothing: a 1 s grid from 10 s wastes
@@ -197,10 +198,13 @@ class Engine:
                                device.cross_kv_dtype(model.dtype, opts.cross_kv_dtype))
         self.stats = EngineStats()
         self.last_batch_stats: list[BatchStats] = []
-        self.numbers = NumberPass(self, opts.number_languages) if opts.number_languages else None
+        self.numbers = NumberPass(self, opts.number_languages, opts.compact_fraction) if opts.number_languages else None
         self.separator = MonoSeparator(opts.agent_phrases) if opts.separate_mono and opts.agent_phrases else None
         self._mono: dict[int, tuple[np.ndarray, list[tuple[int, int]]]] = {}  # this batch's mono calls
-        self.words = WordAligner(self, opts.word_timestamps) if opts.word_timestamps != "off" else None
+        self.words = (
+            WordAligner(self, opts.word_timestamps, opts.vad.max_window_s, opts.join_gap_s)
+            if opts.word_timestamps != "off" else None
+        )
 
     @classmethod
     def load(cls, opts: EngineOptions) -> Engine:
@@ -295,7 +299,7 @@ class Engine:
                     self.stats.no_speech_windows += 1
                     out[origin].append(_Decoded(w, result, []))
                     continue
-                spans = [(span, self._text(list(span.tokens), result.language)) for span in
+                spans = [(span, self.text_of(list(span.tokens), result.language)) for span in
                          timed_spans(result.tokens, self.tokenizer.special.timestamp_begin, TIME_STEP_S, w.duration_s)]
                 cover = coverage(spans, w.packed, result.complete, self.opts.compression_ratio_threshold,
                                  self.opts.min_resume_s)
@@ -322,7 +326,7 @@ class Engine:
 
     def _run_all(self, windows: list[_Window], timings: list[defaultdict]) -> dict[int, WindowDecode]:
         decoded: dict[int, WindowDecode] = {}
-        for batch in self._plan(windows):
+        for batch in self.plan_windows(windows):
             results, stats, wall_s = self._run_batch(batch)
             self.last_batch_stats.append(stats)
             self.stats.add(stats)
@@ -332,16 +336,17 @@ class Engine:
                 timings[item.call]["asr_s"] += wall_s * item.duration_s / max(batch.audio_s, 1e-9)
         return decoded
 
-    def _plan(self, windows: list[_Window]) -> list[MixedBatch[_Window]]:
+    def plan_windows(self, windows: Sequence[W]) -> list[MixedBatch[W]]:
         """Longest first; each window encoded at its own bucket, a batch decoded together,
-        at most as many windows as the pool holds for the batch's longest bucket."""
+        at most as many windows as the pool holds for the batch's longest bucket (also the
+        later passes' planner: :class:`pipeline.asr.windows.WindowRunner`)."""
         return plan_mixed(windows, self.budget, self.buckets_s, self.pool.capacity)
 
     @torch.inference_mode()
     def _run_batch(self, batch: MixedBatch[_Window]) -> tuple[list[WindowDecode], BatchStats, float]:
         n = len(batch.items)
         t0 = time.perf_counter()
-        memories = [self._encode(bucket_s, [batch.items[i] for i in rows]) for bucket_s, rows in batch.groups()]
+        memories = [self.encode_windows(bucket_s, [batch.items[i] for i in rows]) for bucket_s, rows in batch.groups()]
         self.device.synchronize()
         t1 = time.perf_counter()
         dstats = DecodeStats()
@@ -359,7 +364,7 @@ class Engine:
             memory_peak_bytes=mem["peak"])
         return results, stats, t2 - t0
 
-    def _encode(self, bucket_s: float, items: list[_Window]) -> torch.Tensor:
+    def encode_windows(self, bucket_s: float, items: Sequence[Encodable]) -> torch.Tensor:
         """Windows padded to one bucket -> encoder output (n, T, D)."""
         audio = self.pool.audio(bucket_s, len(items))
         for row, item in enumerate(items):
@@ -372,7 +377,7 @@ class Engine:
             return torch.cat([self.model.encoder(mel[i : i + 1]) for i in range(len(items))]).to(self.model.dtype)
         return self.model.encoder(mel).to(self.model.dtype)
 
-    def _text(self, tokens: list[int], language: str) -> str:
+    def text_of(self, tokens: list[int], language: str) -> str:
         text = self.tokenizer.decode(tokens)
         return to_simplified(text) if language == "zh" and self.opts.simplified_chinese else text
 

@@ -41,7 +41,7 @@ import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -73,10 +73,8 @@ from pipeline.asr.numbers import (
 from pipeline.asr.packing import RATE, PackedWindow, Piece
 from pipeline.asr.timing import timed_spans
 from pipeline.asr.transcript import CallTranscript
+from pipeline.asr.windows import WindowRunner
 from pipeline.numbers.spoken import longest_digit_run, names_amount
-
-if TYPE_CHECKING:
-    from pipeline.asr.engine import Engine
 
 # Numbers read the way callers read them, in words other than any rule's cues.
 DIGIT_PROMPTS = {
@@ -122,8 +120,9 @@ class _RegionWindow:
 class NumberPass:
     """Digit-prompted decoders, one per language, sharing the engine's model and memory pool."""
 
-    def __init__(self, engine: Engine, languages: Sequence[str]) -> None:
+    def __init__(self, engine: WindowRunner, languages: Sequence[str], compact_fraction: float) -> None:
         self.engine = engine
+        self.compact_fraction = compact_fraction  # the engine's: when a batch drops its finished rows
         self.languages = tuple(languages)
         self.decoders: dict[str, GreedyDecoder] = {}  # built on first use
         self.prompts: dict[str, tuple[int, ...]] = {}
@@ -156,7 +155,7 @@ class NumberPass:
                     language=lang,
                     candidate_languages=(lang,),
                     max_new_tokens=engine.pool.max_tokens - (len(prompt) + 2) - PROMPT_TOKENS,
-                    compact_fraction=engine.opts.compact_fraction,
+                    compact_fraction=self.compact_fraction,
                     prompt_tokens=prompt,
                     loop_period=LOOP_PERIOD_TOKENS,
                     phrase_period=PHRASE_PERIOD_TOKENS,
@@ -263,7 +262,7 @@ class NumberPass:
             later = []
             for w, origin in todo:
                 tokens = results[id(w)]
-                text = self.engine._text(tokens, lang)
+                text = self.engine.text_of(tokens, lang)
                 parts[origin].append(text)
                 spans = timed_spans(tokens, tb, TIME_STEP_S, w.duration_s)
                 done_s = spans[-1].end_s if spans else w.duration_s
@@ -281,7 +280,7 @@ class NumberPass:
         """Token ids of each window (by id), batched by the engine's planner at its buckets."""
         engine = self.engine
         out: dict[int, list[int]] = {}
-        for batch in engine._plan(windows):  # type: ignore[arg-type]
+        for batch in engine.plan_windows(windows):
             memories = [self._encoded(bucket_s, [batch.items[i] for i in rows]) for bucket_s, rows in batch.groups()]
             results = decoder.decode(
                 memories,
@@ -306,6 +305,6 @@ class NumberPass:
             {key(w): w for w in windows if key(w) not in self._memories}.values()
         )  # a free and a locked row: once
         if todo:
-            encoded = self.engine._encode(bucket_s, todo)  # type: ignore[arg-type]
+            encoded = self.engine.encode_windows(bucket_s, todo)
             self._memories.update((key(w), encoded[i : i + 1]) for i, w in enumerate(todo))
         return torch.cat([self._memories[key(w)] for w in windows])

@@ -27,6 +27,7 @@ from typing import IO, Any
 
 from pipeline.adapters.fetch import Fetcher
 from pipeline.adapters.file_store import FileStore
+from pipeline.batching import BatchBudget, plan_batches
 from pipeline.catalog import load_catalog
 from pipeline.errors import DecodeError
 from pipeline.events import AudioArrived, DeadLetter, ObjectRef, RoutedCall, Transcript, decode, encode
@@ -37,7 +38,6 @@ from pipeline.run.progress_bar import AudioProgress
 from pipeline.run.redacted_audio import REDACTED_DIR, default_name, redaction_lines, write_redacted
 from pipeline.stages.asr import AsrBatch, AsrInput, AsrStage, SpeechEngine, Transcribed
 from pipeline.stages.audio_redaction import Mode
-from pipeline.stages.batching import BatchBudget, plan_batches
 from pipeline.stages.outputs import Received, Record, Writer, letters, plan_evaluated, plan_route, plan_transcribed
 from pipeline.stages.qa import QaStage
 from pipeline.stages.router import ArrivalRouter, Routed, Skipped

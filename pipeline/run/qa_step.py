@@ -14,8 +14,9 @@ from dataclasses import dataclass
 
 from prometheus_client import Counter
 
-from pipeline.headers import HeadersLike, addressed_to
+from pipeline.headers import HeadersLike
 from pipeline.logs import get_logger
+from pipeline.run.step_frame import bound_to_source, dead_record, is_own_redrive
 from pipeline.stages.outputs import Received, Record, Writer, plan_evaluated
 from pipeline.stages.qa import Evaluated, QaOutcome, QaStage
 from pipeline.stages.replay_bound import StopOffsets
@@ -37,7 +38,7 @@ class TranscriptStep:
         """False for a redrive addressed to another QA group (a replay's, or the live one's), and in a
         bounded replay for a record that arrived after it started: passed over, it is still
         acknowledged, so the group's committed offset moves past it and the bound counts as reached."""
-        if topic == self.retry_topic and not addressed_to(headers, self.writer.group or ""):
+        if not is_own_redrive(topic, headers, self.retry_topic, self.writer.group):
             return False
         return self.bound is None or self.bound.keeps(topic, partition, offset)
 
@@ -57,10 +58,10 @@ class TranscriptStep:
         return records
 
     def account(self, outcome: QaOutcome, records: list[Record], received: Received, started: float) -> None:
-        source = received.source
-        logger = log.bind(topic=source.topic, partition=source.partition, offset=source.offset) if source else log
-        letter = next((r.letter for r in records if r.letter is not None), None)
-        if letter is not None:
+        logger = bound_to_source(log, received)
+        dead = dead_record(records)
+        if dead is not None and dead.letter is not None:
+            letter = dead.letter
             DEAD.inc()
             logger.warning("transcript_dead_lettered", reason=letter.reason, message=letter.message)
             return

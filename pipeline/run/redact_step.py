@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from prometheus_client import Counter
 
 from pipeline.events import AudioRedacted, ObjectRef, SourcePosition
-from pipeline.headers import HeadersLike, addressed_to
+from pipeline.headers import HeadersLike
 from pipeline.logs import get_logger
 from pipeline.run.redacted_audio import redacted_copy
+from pipeline.run.step_frame import bound_to_source, dead_record, is_own_redrive
 from pipeline.stages.audio_redaction import Mode
 from pipeline.stages.outcomes import Dead
 from pipeline.stages.outputs import Received, Record, Writer, plan_redacted
@@ -101,7 +102,7 @@ class TranscriptRedaction:
 
     def wanted(self, topic: str, headers: HeadersLike) -> bool:
         """False for a redrive addressed to another redaction group."""
-        return topic != self.retry_topic or addressed_to(headers, self.writer.group or "")
+        return is_own_redrive(topic, headers, self.retry_topic, self.writer.group)
 
     def planned(self, received: Received) -> RedactOutcome:
         """Decode and plan (quick, no I/O; never raises)."""
@@ -125,10 +126,10 @@ class TranscriptRedaction:
         return records
 
     def account(self, outcome: RedactedOutcome, records: list[Record], received: Received, started: float) -> None:
-        source = received.source
-        logger = log.bind(topic=source.topic, partition=source.partition, offset=source.offset) if source else log
-        letter = next((r.letter for r in records if r.letter is not None), None)
-        if letter is not None:
+        logger = bound_to_source(log, received)
+        dead = dead_record(records)
+        if dead is not None and dead.letter is not None:
+            letter = dead.letter
             DEAD.labels(letter.reason).inc()
             logger.warning("transcript_dead_lettered", reason=letter.reason, message=letter.message)
             return

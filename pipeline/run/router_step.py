@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from prometheus_client import Counter, Histogram
 
 from pipeline.events import DeadLetter
-from pipeline.headers import REPLAY_GENERATION, HeadersLike, PartitionProgress, addressed_to, int_header
+from pipeline.headers import REPLAY_GENERATION, HeadersLike, PartitionProgress, int_header
 from pipeline.logs import get_logger
+from pipeline.run.step_frame import bound_to_source, dead_record, is_own_redrive
 from pipeline.stages.outcomes import Dead
 from pipeline.stages.outputs import SEEN, Received, Record, Writer, plan_route
 from pipeline.stages.router import ArrivalRouter, Inspected, Outcome, Routed, SeenInBatch, Skipped
@@ -46,7 +47,7 @@ class ArrivalStep:
 
     def wanted(self, topic: str, headers: HeadersLike) -> bool:
         """False for a redrive addressed to another router group."""
-        return topic != self.retry_topic or addressed_to(headers, self.writer.group or "")
+        return is_own_redrive(topic, headers, self.retry_topic, self.writer.group)
 
     def route(self, received: Received, seen: Container[str]) -> Outcome:
         """Blocking (probes read storage): the agent runs it in an executor."""
@@ -89,14 +90,13 @@ class ArrivalStep:
 
     def account(self, outcome: Outcome, records: list[Record], received: Received, started: float) -> None:
         """Metrics and a log line for what was written."""
-        source = received.source
-        bound = log.bind(topic=source.topic, partition=source.partition, offset=source.offset) if source else log
-        letter = next((r.letter for r in records if r.letter is not None), None)
-        if letter is not None:
+        bound = bound_to_source(log, received)
+        dead = dead_record(records)
+        if dead is not None and dead.letter is not None:
+            letter = dead.letter
             DEAD.labels(letter.reason).inc()
-            value = next(r.value for r in records if r.letter is not None)
             bound.warning("arrival_dead_lettered", reason=letter.reason, message=letter.message[:2000],
-                          letter_bytes=len(value))
+                          letter_bytes=len(dead.value))
         elif isinstance(outcome, Routed):
             call = outcome.call
             ROUTED.labels(call.bucket).inc()

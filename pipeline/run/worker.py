@@ -33,6 +33,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 
 from pipeline.adapters.fetch import Fetcher
 from pipeline.adapters.minio_store import retrying_store
+from pipeline.batching import BatchBudget
 from pipeline.catalog import load_catalog
 from pipeline.config import Settings
 from pipeline.errors import CallQAError
@@ -42,7 +43,6 @@ from pipeline.run.worker_commit import BatchCommitter
 from pipeline.run.worker_metrics import WorkerMetrics
 from pipeline.runtime.health import StageHealth
 from pipeline.stages.asr import AsrBatch, AsrStage, Prepared, SpeechEngine
-from pipeline.stages.batching import BatchBudget
 from pipeline.stages.checkpoint import Checkpoint, Position
 from pipeline.stages.deadline import RtfxEstimate
 from pipeline.stages.gather import Gatherer, Queued

@@ -20,9 +20,8 @@ from confluent_kafka import (
     KafkaException,
     TopicPartition,
 )
-from confluent_kafka.admin import OffsetSpec
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from pipeline.adapters.kafka_admin import admin_client
 from pipeline.config import Settings
 from pipeline.errors import StackError
 from pipeline.headers import Stamp
@@ -77,7 +76,7 @@ def group_specs(reader: "OffsetsReader", specs: list[StageSpec], asked: Sequence
 class OffsetsReader:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.admin = admin_client(settings)
+        self.admin = AdminClient(settings.kafka_common())  # its own client: runtime sits below the adapters
         self._group_consumers: dict[str, Consumer] = {}
         self._uncommitted: Consumer | None = None
         self.consumer = Consumer({

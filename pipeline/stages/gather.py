@@ -15,9 +15,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
+from pipeline.batching import BatchBudget, pack_in_order
 from pipeline.events import SourcePosition
 from pipeline.stages.asr import AsrInput
-from pipeline.stages.batching import BatchBudget, pack_in_order
 from pipeline.stages.checkpoint import Checkpoint, PartitionKey, Position
 
 

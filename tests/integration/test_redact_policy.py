@@ -24,12 +24,9 @@ from pipeline.adapters.minio_store import retrying_store, storage_client
 from pipeline.config import Settings
 from pipeline.events import (
     AudioRedacted,
-    ModelInfo,
     ObjectRef,
     PIISpan,
-    Segment,
     SourcePosition,
-    Transcript,
     decode,
     encode,
 )
@@ -38,12 +35,14 @@ from pipeline.run.redact_step import Redactor, TranscriptRedaction
 from pipeline.stack.minio import prepare_bucket, prepare_copies_bucket
 from pipeline.stages.outputs import Received, Writer
 from pipeline.stages.redacted_copies import Target
+from tests.samples import pii_transcript
 
 pytestmark = pytest.mark.integration
 
 POLICY = Path(__file__).resolve().parents[2] / "deploy" / "minio" / "callqa-redact-policy.json"
 PREFIX = "site-a/"
 SOURCE = SourcePosition(topic="asr.transcripts", partition=0, offset=0)
+CARD = PIISpan(type="bank_card", role="customer", start_s=0.5, end_s=1.2)
 
 
 def filled(recordings: str, copies: str, prefix: str) -> dict:
@@ -82,20 +81,6 @@ def recording(root: Settings, key: str) -> ObjectRef:
     return ObjectRef(bucket=root.recordings_bucket, key=key, version_id=put.version_id, etag=put.etag)
 
 
-def transcript(ref: ObjectRef) -> Transcript:
-    return Transcript(
-        call_id=ref.key,
-        object=ref,
-        duration_s=2.0,
-        channels=2,
-        segments=[Segment(role="agent", channel=0, start_s=0.1, end_s=1.8, text="your card number please")],
-        model=ModelInfo(name="whisper-base", version="1"),
-        metadata={"roles": "left=agent,right=customer"},
-        redacted=True,
-        pii=[PIISpan(type="bank_card", role="customer", start_s=0.5, end_s=1.2)],
-    )
-
-
 def step(cfg: Settings, target: Target) -> TranscriptRedaction:
     redactor = Redactor(retrying_store(cfg), target, "silence", 1 << 30)
     return TranscriptRedaction(redactor, Writer(group="callqa-redact"), "redact.retry")
@@ -106,14 +91,16 @@ def test_the_redaction_user_writes_its_copies_and_nothing_else(users: tuple[Sett
     check_target(cfg)  # the copies' bucket is found with this user's rights
     ref = recording(root, "2026/12/03/call-1.wav")
 
-    (record,) = step(cfg, Target(cfg.redact_bucket, PREFIX)).handle(Received(encode(transcript(ref)), b"c1", SOURCE))
+    (record,) = step(cfg, Target(cfg.redact_bucket, PREFIX)).handle(
+        Received(encode(pii_transcript(ref, [CARD], call_id=ref.key)), b"c1", SOURCE)
+    )
     assert record.topic == "audio.redacted", record.letter
     event = decode(record.value, AudioRedacted)
     assert event.key == f"{PREFIX}{cfg.recordings_bucket}/2026/12/03/call-1.wav"
     assert storage_client(cfg).stat_object(cfg.redact_bucket, event.key).size == event.size_bytes
 
     (record,) = step(cfg, Target(cfg.redact_bucket, "elsewhere/")).handle(
-        Received(encode(transcript(ref)), b"c1", SOURCE)
+        Received(encode(pii_transcript(ref, [CARD], call_id=ref.key)), b"c1", SOURCE)
     )
     assert record.topic == "redact.dlq" and record.letter is not None
     assert record.letter.reason == "write_failed" and "AccessDenied" in record.letter.message

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from pipeline.stages.batching import BatchBudget, BatchPlanError, PaddingTally, bucket_for, plan_batches, plan_mixed
+from pipeline.batching import BatchBudget, BatchPlanError, PaddingTally, bucket_for, plan_batches, plan_mixed
 
 
 @dataclass(frozen=True)

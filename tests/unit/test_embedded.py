@@ -10,9 +10,9 @@ import pytest
 
 from pipeline.adapters.file_store import FileStore
 from pipeline.asr import Engine
+from pipeline.batching import BatchBudget
 from pipeline.qa import CallTextError, QAEngine
 from pipeline.run.embedded import DEAD_LETTERS, FINDINGS, TRANSCRIPTS, EmbeddedRunner, RunOptions
-from pipeline.stages.batching import BatchBudget
 from pipeline.stages.routing import Buckets
 
 SAMPLES = Path(__file__).resolve().parent.parent / "fixtures" / "calls"

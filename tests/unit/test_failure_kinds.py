@@ -23,6 +23,7 @@ import soundfile as sf
 from confluent_kafka import TopicPartition
 
 from pipeline.adapters.file_store import FileStore
+from pipeline.batching import BatchBudget
 from pipeline.catalog import load_catalog
 from pipeline.config import Settings
 from pipeline.events import AudioArrived, DeadLetter, QAResult, RoutedCall, SourcePosition, Transcript, decode, encode
@@ -33,7 +34,6 @@ from pipeline.run.embedded import DEAD_LETTERS, FINDINGS, TRANSCRIPTS, EmbeddedR
 from pipeline.run.qa_step import TranscriptStep
 from pipeline.run.router_step import ArrivalStep
 from pipeline.run.worker import AsrWorker, WorkerOptions
-from pipeline.stages.batching import BatchBudget
 from pipeline.stages.outputs import Received, Writer
 from pipeline.stages.qa import QaStage
 from pipeline.stages.router import ArrivalRouter

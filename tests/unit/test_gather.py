@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pipeline.batching import BatchBudget
 from pipeline.events import encode
-from pipeline.stages.batching import BatchBudget
 from pipeline.stages.checkpoint import Checkpoint
 from pipeline.stages.gather import Gatherer
 from tests.fakes import TOPIC, FakeClock, FakeMessage, routed

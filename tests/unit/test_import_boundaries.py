@@ -15,12 +15,14 @@ operator's commands (``ops``) or the command line (``cli``): a stage is used by 
 so what it needs lives beside it or below it. ``pipeline/asr`` imports nothing from
 ``pipeline/qa``, and ``pipeline/numbers`` (the number knowledge both share) neither of them. The
 runners (``run``), the adapters and ``pipeline/runtime`` (what running stages need: health,
-endpoint, backlog) import neither ``ops`` nor ``cli``; the adapters and runtime not ``run`` either.
+endpoint, backlog) import neither ``ops`` nor ``cli``; the adapters and runtime not ``run`` either,
+and runtime not the adapters.
 """
 
 from __future__ import annotations
 
 import ast
+import graphlib
 import json
 import pkgutil
 import subprocess
@@ -103,7 +105,7 @@ MAY_NOT_IMPORT = {
     "pipeline/numbers": ("pipeline.asr", "pipeline.qa"),
     # what a running stage needs (health, endpoint, backlog, replay watch) is below the runners;
     # the operator's commands (ops) and the command line are above everything that runs a stage
-    "pipeline/runtime": ("pipeline.ops", "pipeline.run", "pipeline.cli"),
+    "pipeline/runtime": ("pipeline.ops", "pipeline.run", "pipeline.adapters", "pipeline.cli"),
     "pipeline/adapters": ("pipeline.ops", "pipeline.run", "pipeline.cli"),
     "pipeline/run": ("pipeline.ops", "pipeline.cli"),
     # ops/cli.py registers the replay commands: the replay commands take what they share from
@@ -152,6 +154,46 @@ def crossings(package: str, root: Path = ROOT) -> list[str]:
 def test_no_package_imports_a_layer_it_may_not(package: str) -> None:
     assert len(sources_of(package)) > (0 if package.endswith(".py") else 5)  # the scan reads the package
     assert not crossings(package)
+
+
+def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """Module -> the modules of ``pipeline`` it imports anywhere (inside functions and under
+    TYPE_CHECKING too: a lazy import only hides a circle until the function runs). A package's name
+    stands for its ``__init__``; ``from pkg import submodule`` in a module of ``pkg`` is an edge to the
+    submodule only (Python has begun the package's ``__init__`` before any of its modules runs)."""
+    paths = {
+        ".".join(p.relative_to(root).with_suffix("").parts).removesuffix(".__init__"): p
+        for p in sorted((root / "pipeline").rglob("*.py"))
+    }
+    graph = {}
+    for name, path in paths.items():
+        named = imported_modules(path, (), root)
+
+        def only_submodules(package: str) -> bool:
+            below = [n for n in named if n.startswith(package + ".") and n.count(".") == package.count(".") + 1]
+            return bool(below) and all(n in paths for n in below)
+
+        graph[name] = {
+            m for m in named if m in paths and m != name and not (name.startswith(m + ".") and only_submodules(m))
+        }
+    return graph
+
+
+def test_no_import_circles() -> None:
+    graph = import_graph()
+    assert len(graph) > 100 and sum(map(len, graph.values())) > 300  # the scan reads the tree
+    try:
+        tuple(graphlib.TopologicalSorter(graph).static_order())
+    except graphlib.CycleError as exc:
+        raise AssertionError(f"import circle: {' -> '.join(exc.args[1])}") from None
+
+
+def test_the_circle_check_sees_a_lazy_circle(tmp_path: Path) -> None:
+    (tmp_path / "pipeline").mkdir()
+    (tmp_path / "pipeline" / "a.py").write_text("from pipeline.b import f\n")
+    (tmp_path / "pipeline" / "b.py").write_text("def f() -> None:\n    from pipeline import a\n")
+    with pytest.raises(graphlib.CycleError):
+        tuple(graphlib.TopologicalSorter(import_graph(tmp_path)).static_order())
 
 
 @pytest.mark.parametrize(

@@ -207,9 +207,9 @@ def test_no_digits_of_any_script_at_rest_after_an_embedded_run(tmp_path: Path) -
     import soundfile as sf
 
     from pipeline.adapters.file_store import FileStore
+    from pipeline.batching import BatchBudget
     from pipeline.qa import QAEngine
     from pipeline.run.embedded import FINDINGS, TRANSCRIPTS, EmbeddedRunner, RunOptions
-    from pipeline.stages.batching import BatchBudget
     from pipeline.stages.routing import Buckets
 
     rng = np.random.default_rng(0)

@@ -12,11 +12,11 @@ from pipeline.adapters.file_store import FileStore
 from pipeline.asr.audio import CallAudio
 from pipeline.asr.transcript import CallTranscript
 from pipeline.asr.transcript import Segment as AsrSegment
+from pipeline.batching import BatchBudget
 from pipeline.events import Transcript, decode
 from pipeline.qa import QAEngine
 from pipeline.run.embedded import TRANSCRIPTS, EmbeddedRunner, RunOptions, local_call_ids, local_names
 from pipeline.stages.audio_redaction import GUARD_S
-from pipeline.stages.batching import BatchBudget
 from pipeline.stages.routing import Buckets
 from tests.fakes import FakeEngine
 

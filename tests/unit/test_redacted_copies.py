@@ -17,7 +17,6 @@ from pipeline.catalog import load_schema
 from pipeline.events import (
     AudioRedacted,
     DeadLetter,
-    ModelInfo,
     ObjectRef,
     PIISpan,
     RoutedCall,
@@ -48,6 +47,7 @@ from pipeline.stages.redacted_copies import (
 )
 from pipeline.stages.retry import StorageUnavailable
 from pipeline.stages.storage import MissingObject, ObjectChanged, StorageError, StorageRefused
+from tests.samples import pii_transcript
 
 REF = ObjectRef(bucket="recordings", key="2026/12/03/call-7.wav", version_id="v3", etag="abc123", size_bytes=160044)
 CARD = PIISpan(type="bank_card", role="customer", start_s=4.7, end_s=7.0, confidence=0.6, word_timed=True)
@@ -59,19 +59,9 @@ SOURCE = SourcePosition(topic="asr.transcripts", partition=2, offset=17)
 def transcript(
     pii: list[PIISpan], channels: int = 2, roles: str | None = "left=agent,right=customer", replay_id: str | None = None
 ) -> Transcript:
-    return Transcript(
-        call_id="2026/12/03/call-7",
-        object=REF,
-        duration_s=10.0,
-        channels=channels,
-        # the customer's channel has no segment of its own here: the roles come from the metadata
-        segments=[Segment(role="agent", channel=0, start_s=0.5, end_s=3.0, text="how can I help")],
-        model=ModelInfo(name="whisper-base", version="1"),
-        metadata={"roles": roles} if roles else {},
-        redacted=True,
-        pii=pii,
-        replay_id=replay_id,
-    )
+    # the customer's channel has no segment of its own here: the roles come from the metadata
+    turn = Segment(role="agent", channel=0, start_s=0.5, end_s=3.0, text="how can I help")
+    return pii_transcript(REF, pii, duration_s=10.0, channels=channels, segment=turn, roles=roles, replay_id=replay_id)
 
 
 def test_the_key_is_the_same_for_the_same_transcript_and_a_redelivery() -> None:

@@ -12,10 +12,8 @@ from pipeline.adapters.file_store import FileStore
 from pipeline.events import (
     AudioRedacted,
     DeadLetter,
-    ModelInfo,
     ObjectRef,
     PIISpan,
-    Segment,
     SourcePosition,
     Transcript,
     decode,
@@ -28,6 +26,7 @@ from pipeline.stages.redacted_copies import NothingToRedact, Redact, Target, let
 from pipeline.stages.retry import Backoff, RetryingStore
 from pipeline.stages.sizes import FRAMING_BYTES, MessageLimits
 from pipeline.stages.storage import MissingObject, ObjectInfo, StorageError
+from tests.samples import pii_transcript
 
 TARGET = Target("recordings-redacted", "copies/")
 SOURCE = SourcePosition(topic="asr.transcripts", partition=1, offset=9)
@@ -35,21 +34,13 @@ CARD = PIISpan(type="bank_card", role="customer", start_s=0.4, end_s=1.2, confid
 GROUP = "callqa-redact"
 
 
-def transcript(ref: ObjectRef, pii: list[PIISpan]) -> Transcript:
-    return Transcript(
-        call_id="call-7",
-        object=ref,
-        duration_s=2.0,
-        channels=2,
-        segments=[Segment(role="agent", channel=0, start_s=0.1, end_s=1.5, text="your card number please")],
-        model=ModelInfo(name="whisper-base", version="1"),
-        metadata={"roles": "left=agent,right=customer"},
-        redacted=True,
-        pii=pii,
-    )
-
-
 REF = ObjectRef(bucket="recordings", key="2026/12/03/call-7.wav", etag="e1")
+
+
+def transcript(ref: ObjectRef, pii: list[PIISpan]) -> Transcript:
+    return pii_transcript(ref, pii, call_id="call-7")
+
+
 PAYLOAD = encode(transcript(REF, [CARD]))
 
 

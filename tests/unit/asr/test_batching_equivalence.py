@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pipeline.asr import AsrError, Engine, EngineOptions
-from pipeline.stages.batching import BatchBudget
+from pipeline.batching import BatchBudget
 from tests.unit.asr.conftest import ENGINE_OPTIONS
 
 

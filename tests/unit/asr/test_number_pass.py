@@ -41,7 +41,7 @@ def stereo_call(customer_text: str, agent_text: str) -> CallAudio:
 def without_and_with_numbers(engine: Engine, call: CallAudio, language: str) -> tuple[CallTranscript, CallTranscript]:
     """The call's transcript from the first pass alone, then with the number pass in ``language``."""
     plain = engine.transcribe(call)
-    engine.numbers = NumberPass(engine, (language,))
+    engine.numbers = NumberPass(engine, (language,), engine.opts.compact_fraction)
     try:
         return plain, engine.transcribe(call)
     finally:
@@ -108,7 +108,7 @@ def test_decodes_for_stuck_numbers_sample_reproducibly_and_stop_at_a_loop(engine
 def test_a_digits_only_decode_writes_nothing_but_digits_after_its_first_digit(engine: Engine) -> None:
     speech = speak("My number is four, five, three, two, and thank you very much for your help.", voice="en-us+f4")
     window = _RegionWindow(0, 1, PackedWindow((Piece(0, len(speech), 0, len(speech)),)), speech)
-    numbers = NumberPass(engine, ("en",))
+    numbers = NumberPass(engine, ("en",), engine.opts.compact_fraction)
 
     def text(locked: bool) -> str:
         row = dataclasses.replace(window, locked=locked)
@@ -165,13 +165,14 @@ def test_a_region_decoded_again_is_encoded_once_and_its_locked_row_reads_as_when
     speech = speak("My number is four, five, three, two, and thank you very much for your help.", voice="en-us+f4")
     window = _RegionWindow(0, 1, PackedWindow((Piece(0, len(speech), 0, len(speech)),)), speech)
     locked = dataclasses.replace(window, locked=True)
-    alone = {w.locked: NumberPass(engine, ("en",))._decode_texts("en", [w])[id(w)] for w in (window, locked)}
-    numbers = NumberPass(engine, ("en",))
+    numbers = NumberPass(engine, ("en",), engine.opts.compact_fraction)
+    alone = {w.locked: NumberPass(engine, ("en",), engine.opts.compact_fraction)._decode_texts("en", [w])[id(w)]
+             for w in (window, locked)}
     encoded: list[tuple] = []
-    encode = engine._encode
+    encode = engine.encode_windows
     monkeypatch.setattr(
         engine,
-        "_encode",
+        "encode_windows",
         lambda bucket_s, items: encoded.extend(w.packed.pieces for w in items) or encode(bucket_s, items),
     )
     hot = dataclasses.replace(window, temperature=0.4)  # a fallback temperature
