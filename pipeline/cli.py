@@ -182,6 +182,7 @@ def ingest(
     """Upload recordings with their metadata; MinIO then emits each arrival itself."""
     from pipeline.adapters import publisher as arrivals
     from pipeline.adapters.minio_store import storage_client
+    from pipeline.adapters.recordings import plan_uploads, recording_names
     from pipeline.events import ObjectRef
 
     cfg = settings()
@@ -191,11 +192,11 @@ def ingest(
         if not sep:
             raise typer.BadParameter(f"--meta expects key=value, got {item!r}")
         common[key.strip().lower()] = value.strip()
-    named = arrivals.recording_names(paths)
+    named = recording_names(paths)
     missing = [str(f) for f, _ in named if not f.is_file()]
     if missing:
         raise typer.BadParameter(f"not found: {missing}")
-    recordings = arrivals.plan_uploads(named, prefix, common)
+    recordings = plan_uploads(named, prefix, common)
     if publish_only:
         publisher = arrivals.ArrivalPublisher(cfg)
         for rec in recordings:

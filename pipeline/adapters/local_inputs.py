@@ -12,13 +12,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pipeline.adapters.recordings import AUDIO_SUFFIXES
 from pipeline.errors import CallQAError
-
-
-def _audio_suffixes() -> set[str]:
-    from pipeline.adapters.publisher import AUDIO_SUFFIXES  # here: that module loads the Kafka and MinIO clients
-
-    return AUDIO_SUFFIXES
 
 
 class NoInputs(CallQAError):
@@ -36,7 +31,7 @@ class InputScan:
         kinds = ", ".join(f"{ext} x{n}" for ext, n in sorted(self.ignored.items()))
         return [
             f"left out {sum(self.ignored.values())} file(s) whose extension is not a recording's ({kinds}); "
-            f"recordings are {', '.join(sorted(_audio_suffixes()))}"
+            f"recordings are {', '.join(sorted(AUDIO_SUFFIXES))}"
         ]
 
 
@@ -47,7 +42,7 @@ def scan_local_inputs(paths: list[str]) -> InputScan:
     missing = [str(p) for p in local if not p.exists()]
     if missing:
         raise NoInputs(f"no such file or folder: {', '.join(missing)}")
-    scan, suffixes = InputScan(), _audio_suffixes()
+    scan, suffixes = InputScan(), AUDIO_SUFFIXES
     for path in local:
         if path.is_file():
             scan.recordings += 1  # a file named alone is processed whatever its name; the probe judges it
@@ -60,6 +55,6 @@ def scan_local_inputs(paths: list[str]) -> InputScan:
             elif not p.name.startswith("."):
                 scan.ignored[p.suffix.lower() or "(none)"] += 1
     if local and len(local) == len(paths) and scan.recordings == 0:
-        why = scan.notes() or [f"recordings are {', '.join(sorted(_audio_suffixes()))}"]
+        why = scan.notes() or [f"recordings are {', '.join(sorted(AUDIO_SUFFIXES))}"]
         raise NoInputs(f"no recordings in {', '.join(map(str, local))}: {'; '.join(why)}")
     return scan

@@ -12,7 +12,8 @@ from pipeline.adapters.file_store import FileStore
 from pipeline.asr import Engine
 from pipeline.batching import BatchBudget
 from pipeline.qa import CallTextError, QAEngine
-from pipeline.run.embedded import DEAD_LETTERS, FINDINGS, TRANSCRIPTS, EmbeddedRunner, RunOptions
+from pipeline.run.embedded import EmbeddedRunner, RunOptions
+from pipeline.run.embedded_files import DEAD_LETTERS, FINDINGS, TRANSCRIPTS
 from pipeline.stages.routing import Buckets
 
 SAMPLES = Path(__file__).resolve().parent.parent / "fixtures" / "calls"
@@ -111,8 +112,8 @@ def test_an_engine_or_qa_failure_costs_only_that_call(engine: Engine, tmp_path: 
 
 
 def test_same_named_files_in_two_folders_are_two_calls(engine: Engine, tmp_path: Path) -> None:
-    from pipeline.adapters.publisher import plan_uploads, recording_names
-    from pipeline.run.embedded import local_call_ids
+    from pipeline.adapters.recordings import plan_uploads, recording_names
+    from pipeline.run.embedded_inputs import local_call_ids
 
     calls = tmp_path / "in"
     for folder in ("a", "b"):
@@ -183,7 +184,7 @@ def _letter_line(key: str, reason: str, stage: str = "router") -> bytes:
 
 
 def test_a_file_transcribed_since_it_failed_is_no_longer_listed(tmp_path: Path) -> None:
-    from pipeline.run.embedded import open_letters
+    from pipeline.run.embedded_files import open_letters
 
     transcripts = _transcript_line("/in/fixed.wav", "fixed") + _transcript_line("/in/b.wav", "b")
     (tmp_path / TRANSCRIPTS).write_bytes(transcripts)
@@ -224,7 +225,8 @@ def test_a_bad_file_replaced_by_a_good_one_clears_on_the_rerun(engine: Engine, t
 
 def test_the_summary_names_calls_without_speech_and_says_the_list_is_the_lowest_scores(tmp_path: Path) -> None:
     from pipeline.qa import CallQAResult
-    from pipeline.run.embedded import RunSummary, render_summary, transcribed_index
+    from pipeline.run.embedded_files import transcribed_index
+    from pipeline.run.embedded_summary import RunSummary, render_summary
 
     (tmp_path / TRANSCRIPTS).write_bytes(_transcript_line("/in/quiet.wav", "quiet"))
     done, silent, _ = transcribed_index(tmp_path)
@@ -238,7 +240,8 @@ def test_the_summary_names_calls_without_speech_and_says_the_list_is_the_lowest_
 
 def test_the_summary_names_calls_in_an_unsupported_language_and_leaves_them_out_of_the_mean(tmp_path: Path) -> None:
     from pipeline.qa import CallQAResult
-    from pipeline.run.embedded import RunSummary, render_summary, transcribed_index
+    from pipeline.run.embedded_files import transcribed_index
+    from pipeline.run.embedded_summary import RunSummary, render_summary
 
     note = {"language": "fr", "probability": 0.97, "channels": [0]}
     (tmp_path / TRANSCRIPTS).write_bytes(_transcript_line("/in/fr.wav", "fr", schema_version="1.2",
@@ -290,7 +293,7 @@ def test_ctrl_c_stops_callqa_run_with_a_line_saying_how_to_resume(tmp_path: Path
 
 def test_the_summary_names_the_file_of_a_call_that_failed_after_routing(tmp_path: Path) -> None:
     from pipeline.events import DeadLetter, ObjectRef, RoutedCall, encode
-    from pipeline.run.embedded import RunSummary, letter_file, render_summary
+    from pipeline.run.embedded_summary import RunSummary, letter_file, render_summary
 
     call = RoutedCall(call_id="crashed", object=ObjectRef(bucket="file", key="/in/day 1/crashed.wav"), bucket="short",
                       duration_s=3.0, sample_rate_hz=8000, channels=1, frames=24000, container="WAV", codec="ULAW",

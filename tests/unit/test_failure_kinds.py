@@ -30,7 +30,8 @@ from pipeline.events import AudioArrived, DeadLetter, QAResult, RoutedCall, Sour
 from pipeline.headers import PartitionProgress
 from pipeline.qa import CallTextError, QAEngine, load_packs
 from pipeline.qa.model import CallQAResult
-from pipeline.run.embedded import DEAD_LETTERS, FINDINGS, TRANSCRIPTS, EmbeddedRunner, RunOptions
+from pipeline.run.embedded import EmbeddedRunner, RunOptions
+from pipeline.run.embedded_files import DEAD_LETTERS, FINDINGS, TRANSCRIPTS
 from pipeline.run.qa_step import TranscriptStep
 from pipeline.run.router_step import ArrivalStep
 from pipeline.run.worker import AsrWorker, WorkerOptions

@@ -209,7 +209,8 @@ def test_no_digits_of_any_script_at_rest_after_an_embedded_run(tmp_path: Path) -
     from pipeline.adapters.file_store import FileStore
     from pipeline.batching import BatchBudget
     from pipeline.qa import QAEngine
-    from pipeline.run.embedded import FINDINGS, TRANSCRIPTS, EmbeddedRunner, RunOptions
+    from pipeline.run.embedded import EmbeddedRunner, RunOptions
+    from pipeline.run.embedded_files import FINDINGS, TRANSCRIPTS
     from pipeline.stages.routing import Buckets
 
     rng = np.random.default_rng(0)

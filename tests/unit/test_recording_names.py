@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline.adapters.publisher import call_ids, plan_uploads, recording_names
-from pipeline.run.embedded import local_call_ids
+from pipeline.adapters.recordings import call_ids, plan_uploads, recording_names
+from pipeline.run.embedded_inputs import local_call_ids
 
 
 def touch(path: Path) -> Path:

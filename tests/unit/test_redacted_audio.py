@@ -15,7 +15,9 @@ from pipeline.asr.transcript import Segment as AsrSegment
 from pipeline.batching import BatchBudget
 from pipeline.events import Transcript, decode
 from pipeline.qa import QAEngine
-from pipeline.run.embedded import TRANSCRIPTS, EmbeddedRunner, RunOptions, local_call_ids, local_names
+from pipeline.run.embedded import EmbeddedRunner, RunOptions
+from pipeline.run.embedded_files import TRANSCRIPTS
+from pipeline.run.embedded_inputs import local_call_ids, local_names
 from pipeline.stages.audio_redaction import GUARD_S
 from pipeline.stages.routing import Buckets
 from tests.fakes import FakeEngine
