@@ -23,7 +23,7 @@ PY=${PYTHON:-.venv/bin/python}
     tests/unit/asr/test_presets.py \
     tools/bench_corpus.py tools/bench_render.py tools/bench_templates.py tools/bench_score.py tools/bench_report.py \
     tools/bench_system.py tools/bench_engine.py tests/unit/test_bench_corpus.py tests/unit/test_bench_score.py \
-    pipeline/simulated tools/simulate_night.py tests/unit/test_simulated.py tests/integration/test_simulated_night.py \
+    pipeline/simulated tools/simulate_night.py tools/night_lag.py tests/unit/test_simulate_night_lag.py tests/unit/test_simulated.py tests/integration/test_simulated_night.py \
     tests/unit/test_simulate_night_plan.py \
     pipeline/run/redact.py pipeline/run/redacted_audio.py tests/unit/test_redacted_copies.py \
     tests/unit/test_redacted_audio.py tests/integration/test_redaction_stage.py pipeline/run/redact_step.py \

@@ -24,7 +24,7 @@ import tempfile
 import time
 import urllib.request
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,12 +43,13 @@ from pipeline.ops.plan import (
     plan,
     plan_routers,
 )
-from pipeline.qa.charts import hbar_svg, histogram_svg
+from pipeline.qa.charts import hbar_svg, histogram_svg, lines_svg
 from pipeline.simulated.device_model import SimulatedEngineOptions, batching_factor, device_time
 from pipeline.simulated.storage import SimulatedRecording, etag_of, key_for
 from pipeline.stages.routing import Buckets
 from tests.kafka_helpers import TopicReader
 from tests.processes import settings_env
+from tools.night_lag import LagSampler, eta_summary
 
 ROOT = Path(__file__).resolve().parent.parent
 PREFIX = "night"
@@ -164,7 +165,7 @@ class NightRun:
     counts: Counter[str] = field(default_factory=Counter)  # records read, per topic
     dead_ids: set[str] = field(default_factory=set)
     timeline: list[tuple[float, int]] = field(default_factory=list)  # (s since published, calls finished)
-    eta: dict[str, Any] | None = None  # `callqa lag`'s ETA sampled after 10 % of the night
+    lag: LagSampler | None = None  # `callqa lag` sampled over the night
 
 
 def _metric(port: int, name: str) -> float:
@@ -256,6 +257,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--scale-out-at", type=float, default=0.5, help="add workers at this share done (0: never)")
     parser.add_argument("--scale-out-by", type=int, default=1)
     parser.add_argument("--timeout-s", type=float, default=1200.0)
+    parser.add_argument(
+        "--lag-every-s",
+        type=float,
+        default=0.0,
+        help="wall seconds between `callqa lag` samples (0: 1/30 of the target)",
+    )
     return parser.parse_args(argv)
 
 
@@ -335,6 +342,11 @@ def _night(state: NightRun) -> NightRun:
         )
     publisher.flush(120)
     state.published_at = published_at
+    # as an operator's cron: `callqa lag` every few seconds of the compressed night, its rate window
+    # the default 300 s of night time
+    every_s = opts.lag_every_s or max(3.0, opts.target_wall_s / 30)
+    state.lag = lag = LagSampler(settings, published_at, every_s, rate_window_s=max(4.0, 300.0 / state.scale))
+    progress_at = published_at
     busiest = max(workers, key=lambda b: audio_by_bucket.get(b, 0.0))
     done_ids: set[str] = set()
     dead_ids, timeline, counts, transcripts = state.dead_ids, state.timeline, state.counts, state.transcripts
@@ -354,8 +366,15 @@ def _night(state: NightRun) -> NightRun:
         timeline.append((time.time() - published_at, finished))
         sim.sample()
         share = finished / len(night)
-        if state.eta is None and share >= 0.1:
-            state.eta = _lag_eta(settings, time.time() - published_at)
+        lag.tick(share)
+        if time.time() - progress_at >= 15:
+            progress_at = time.time()
+            print(
+                f"night: {finished}/{len(night)} finished ({share:.0%}), {counts['asr.transcripts']} transcripts, "
+                f"{progress_at - published_at:.0f} s",
+                file=sys.stderr,
+                flush=True,
+            )
         if opts.kill_at and not killed and share >= opts.kill_at:
             killed = True
             victim = next(p for p in sim.procs if p.stage == f"asr-{busiest}")
@@ -388,6 +407,7 @@ def _night(state: NightRun) -> NightRun:
         if topic == "asr.transcripts":
             transcripts.append(decode(msg.value(), Transcript))
     sim.sample()
+    lag.close()
     sim.stop_all()
     reader.close()
     return state
@@ -400,36 +420,11 @@ def _letter_call(letter: DeadLetter) -> str:
     return key.rsplit(".", 1)[0]
 
 
-def _lag_eta(settings: Settings, at_s: float) -> dict[str, Any] | None:
-    """``callqa lag --json`` once: the ETA of the slowest ASR group, as the operator would read it."""
-    env = settings_env(settings)
-    proc = subprocess.run(
-        [sys.executable, "-m", "pipeline.cli", "lag", "--json", "--sample-s", "3"],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    try:
-        data = json.loads(proc.stdout)
-    except ValueError:
-        return {"at_s": at_s, "error": proc.stderr[-500:]}
-    return {"at_s": round(at_s, 2), "eta_s": slowest_asr_eta(data), "read_s": None}
-
-
-def slowest_asr_eta(lag: dict[str, Any]) -> float | None:
-    """The longest ETA of the ASR groups in ``callqa lag --json`` (:func:`pipeline.ops.lag_view.as_json`:
-    one entry per stage and group under ``stages``; ASR stages are named ``asr-<bucket>``)."""
-    etas = [s["eta_s"] for s in lag.get("stages", []) if s["stage"].startswith("asr-") and s["eta_s"] is not None]
-    return max(etas) if etas else None
-
-
 def report(state: NightRun) -> dict[str, Any]:
     """night.json (returned too) and night.html from what the night observed."""
     settings, opts, night, reader, sim = state.settings, state.opts, state.night, state.reader, state.sim
     transcripts, counts, dead_ids, workers = state.transcripts, state.counts, state.dead_ids, state.workers
-    published_at, timeline, eta, spec, scale = state.published_at, state.timeline, state.eta, state.spec, state.scale
+    published_at, timeline, lag, spec, scale = state.published_at, state.timeline, state.lag, state.spec, state.scale
     audio_by_bucket, engine_opts = state.audio_by_bucket, state.engine_opts
     assert reader is not None, "report() of a night that did not run"
     by_topic: dict[str, list] = defaultdict(list)
@@ -457,10 +452,8 @@ def report(state: NightRun) -> dict[str, Any]:
         steady = [p.busy_s for p in sim.procs if p.stage == f"asr-{b}" and not p.killed and "-x" not in p.name]
         if len(steady) > 1 and max(steady) > 0:
             skews[b] = round((max(steady) - min(steady)) / (sum(steady) / len(steady)), 4)
-    eta_error = None
-    if eta and eta.get("eta_s") is not None and makespan_wall:
-        predicted = eta["at_s"] + eta["eta_s"]
-        eta_error = round((predicted - makespan_wall) / makespan_wall, 4)
+    samples = lag.samples if lag else []
+    eta = eta_summary(samples, makespan_wall) if makespan_wall else None
     rebalance = _rebalance_pauses(sim)
     peak: dict[str, float] = defaultdict(float)
     for p in sim.procs:
@@ -495,8 +488,10 @@ def report(state: NightRun) -> dict[str, Any]:
         "makespan_ratio": round(makespan / (ideal + longest), 3) if makespan else None,
         "worker_skew": max(skews.values()) if skews else None,
         "worker_skew_by_bucket": skews,
-        "eta_error_after_10pct": eta_error,
-        "eta_sample": eta,
+        "eta_error_after_10pct": eta["worst"] if eta else None,
+        "eta": eta,
+        "lag_samples": [asdict(x) for x in samples],
+        "lag_failures": lag.failures[:5] if lag else [],
         "rebalance_max_s": max(rebalance.values()) if rebalance else None,
         "rebalance_s": rebalance,
         "peak_rss_mb": dict(peak),
@@ -577,7 +572,18 @@ def render(result: dict[str, Any]) -> str:
     progress = [(f"{t:.0f}s", n) for t, n in timeline[::step]]
     workers = [(name, w["busy_s"], "#4a7") for name, w in result["workers"].items()]
     rss = [(stage, v, "#47a") for stage, v in result["peak_rss_mb"].items()]
-    head = {k: v for k, v in result.items() if k not in ("timeline", "workers", "options", "events")}
+    hidden = ("timeline", "workers", "options", "events", "lag_samples")
+    head = {k: v for k, v in result.items() if k not in hidden}
+    samples = result["lag_samples"]
+    backlog = {
+        b: [(x["at_s"], x["backlog_audio_s"][b] / 3600) for x in samples if b in x["backlog_audio_s"]]
+        for b in dict.fromkeys(b for x in samples for b in x["backlog_audio_s"])
+    }
+    finish = result["makespan_wall_s"] or 0.0
+    eta = {
+        "predicted finish (at + ETA)": [(x["at_s"], x["at_s"] + x["eta_s"]) for x in samples if x["eta_s"] is not None],
+        "actual finish": [(x["at_s"], finish) for x in samples],
+    }
     rows = "".join(
         f"<tr><th>{escape(k)}</th><td>{escape(json.dumps(v, default=str))}</td></tr>" for k, v in head.items()
     )
@@ -586,6 +592,8 @@ def render(result: dict[str, Any]) -> str:
         "<h1>callqa night (SIMULATED storage and engines)</h1>"
         f"<table>{rows}</table>"
         + histogram_svg(progress, "calls finished (transcribed or dead-lettered) over wall time")
+        + lines_svg(backlog, "backlog per bucket (callqa lag)", "wall s since the burst", "audio h behind")
+        + lines_svg(eta, "callqa lag's ETA against the actual finish", "wall s since the burst", "wall s")
         + hbar_svg(workers, "engine busy seconds per worker (wall)", "s")
         + hbar_svg(rss, "peak RSS per stage", " MB")
         + f"<h2>events</h2><pre>{escape(json.dumps(result['events'], indent=1, default=str))}</pre>"

@@ -44,7 +44,7 @@ def as_json(rows: list[PartitionBacklog], summaries: list[GroupSummary], tracker
         return {**asdict(row), "rate": tracker.rate(sample_key(row) + suffix), "held_s": held_s(row, now)}
 
     return {
-        "now": now.isoformat(timespec="seconds"), "window_end": end.isoformat() if end else None,
+        "now": now.isoformat(timespec="milliseconds"), "window_end": end.isoformat() if end else None,
         "took_s": round(took_s, 3),
         "stages": [{"stage": s.stage, "group": s.group, "messages": s.messages, "audio_s": s.audio_s,
                     "rate": s.rate, "rate_unit": s.rate_unit, "eta_s": s.verdict.eta_s,

@@ -82,6 +82,43 @@ def hbar_svg(
     return "".join(parts)
 
 
+def lines_svg(
+    series: dict[str, Sequence[tuple[float, float]]], title: str, x_label: str, y_label: str
+) -> str:
+    """One polyline per named series of (x, y) points on shared axes, with a legend."""
+    width, height, left, bottom, top, right = 640, 260, 56, 36, 20, 130
+    points = [p for s in series.values() for p in s]
+    x_max = max((x for x, _ in points), default=0.0) or 1.0
+    y_max = max((y for _, y in points), default=0.0) or 1.0
+    plot_w, plot_h = width - left - right, height - bottom - top
+    parts = [_svg_open(width, height, title)]
+    parts.append(
+        f'<line x1="{left}" y1="{top + plot_h}" x2="{left + plot_w}" y2="{top + plot_h}" stroke="#444"/>'
+        f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + plot_h}" stroke="#444"/>'
+        f'<text x="{left - 4}" y="{top + 4}" text-anchor="end" font-size="10">{y_max:.3g}</text>'
+        f'<text x="{left + plot_w}" y="{top + plot_h + 14}" text-anchor="end" font-size="10">{x_max:.3g}</text>'
+        f'<text x="{left}" y="{height - 4}" font-size="11" fill="#555">{escape(x_label)}</text>'
+        f'<text x="4" y="{top - 6}" font-size="11" fill="#555">{escape(y_label)}</text>'
+    )
+    palette = ("#3d6fa8", "#d0491f", "#4a7", "#8b1a1a", "#e0a100", "#8a8f98")
+    for i, (name, pts) in enumerate(series.items()):
+        colour = palette[i % len(palette)]
+        coords = " ".join(
+            f"{left + plot_w * x / x_max:.1f},{top + plot_h - plot_h * y / y_max:.1f}" for x, y in pts
+        )
+        parts.append(
+            f'<polyline points="{coords}" fill="none" stroke="{colour}" stroke-width="1.5">'
+            f"<title>{escape(name)}</title></polyline>"
+        )
+        y = top + 14 * i + 8
+        parts.append(
+            f'<line x1="{left + plot_w + 10}" y1="{y}" x2="{left + plot_w + 28}" y2="{y}" stroke="{colour}" '
+            f'stroke-width="3"/><text x="{left + plot_w + 32}" y="{y + 4}" font-size="11">{escape(name)}</text>'
+        )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
 def _rect(x: float, y: float, width: float, height: float, colour: str, tooltip: str) -> str:
     return (
         f'<rect class="bar" x="{x}" y="{y}" width="{width}" height="{height}" fill="{colour}">'

@@ -2,7 +2,9 @@
 
 A thin adapter around the pure rule engine (:mod:`pipeline.qa`). Reads committed
 transcripts only; each output joins its input partition's transaction (exactly once),
-so each call gets one QAResult. Transcripts are published downstream only in their redacted form, inside
+so each call gets one QAResult. Transcripts are taken in batches (``qa_batch_max`` within
+``qa_batch_window_s``) and acknowledged after all of a batch's results are delivered; any error in
+a batch halts the stage before one of them is acknowledged, and the restart reads it again. Transcripts are published downstream only in their redacted form, inside
 the QAResult.
 """
 
@@ -18,7 +20,8 @@ from confluent_kafka import KafkaException
 from pipeline.adapters.faust_app import (
     abort_open_transactions_on_revoke,
     create_faust_app,
-    send_in_source_transaction,
+    halt,
+    send_batch_in_source_transactions,
     stop_transactions_of_lost_partitions,
     watch_health,
 )
@@ -31,7 +34,7 @@ from pipeline.qa import QAEngine
 from pipeline.run.qa_step import TranscriptStep
 from pipeline.runtime.health import StageHealth
 from pipeline.stages.outputs import Received, Writer
-from pipeline.stages.qa import QaStage
+from pipeline.stages.qa import QaOutcome, QaStage
 from pipeline.stages.replay_bound import ReplayTally, StopOffsets
 from pipeline.stages.sizes import MessageLimits
 
@@ -64,23 +67,39 @@ def create_app(settings: Settings, app_id: str = "callqa-qa", health: StageHealt
     @app.agent(transcripts)
     async def evaluate(stream: faust.Stream) -> None:
         loop = asyncio.get_running_loop()
-        async for event in stream.events():
-            msg = event.message
-            if not step.wanted(msg.topic, msg.partition, msg.offset, event.headers):
-                continue
-            received = Received(event.value, event.key,
-                                SourcePosition(topic=msg.topic, partition=msg.partition, offset=msg.offset),
-                                event.headers)
-            started = time.perf_counter()
-            # Off the event loop: a heavy call must not stall heartbeats. It never raises.
-            outcome = await loop.run_in_executor(None, step.evaluate, received)
-            records = step.plan(outcome, received)
-            for record in records:
-                await send_in_source_transaction(app, msg, settings.topic(record.topic), record.key, record.value)
+        async for events in stream.take_events(settings.qa_batch_max, within=settings.qa_batch_window_s):
+            try:
+                await evaluate_batch(loop, events)
+            except Exception as exc:  # noqa: BLE001 - Faust would acknowledge and skip the whole batch
+                halt(f"qa batch failed: {type(exc).__name__}: {exc}", inputs=len(events),
+                     first=[(e.message.topic, e.message.partition, e.message.offset) for e in events[:1]])
+
+    async def evaluate_batch(loop: asyncio.AbstractEventLoop, events: list) -> None:
+        """Evaluate a batch in turn off the event loop, then send every result with one wait for all."""
+        batch = [(event.message, Received(event.value, event.key, SourcePosition(
+            topic=event.message.topic, partition=event.message.partition, offset=event.message.offset),
+            event.headers)) for event in events
+            if step.wanted(event.message.topic, event.message.partition, event.message.offset, event.headers)]
+        # Off the event loop: heavy calls must not stall heartbeats. It never raises.
+        timed = await loop.run_in_executor(None, lambda: [_timed(step.evaluate, r) for _, r in batch])
+        outcomes = [outcome for outcome, _ in timed]
+        planned = [step.plan(outcome, received) for outcome, (_, received) in zip(outcomes, batch)]
+        await send_batch_in_source_transactions(app, [
+            (msg, [(settings.topic(r.topic), r.key, r.value, r.partition, list(r.headers) or None)
+                   for r in records])
+            for (msg, _), records in zip(batch, planned) if records])
+        for (msg, received), (outcome, took_s), records in zip(batch, timed, planned):
             tally.count(msg.partition)
-            step.account(outcome, records, received, started)
+            step.account(outcome, records, received, time.perf_counter() - took_s)  # logs its own time
 
     return app
+
+
+def _timed(evaluate: Callable[[Received], QaOutcome], received: Received) -> tuple[QaOutcome, float]:
+    """The outcome and the seconds its evaluation took."""
+    started = time.perf_counter()
+    outcome = evaluate(received)
+    return outcome, time.perf_counter() - started
 
 
 def _watch_bound(app: faust.App, settings: Settings, group: str, bound: StopOffsets, tally: ReplayTally,
