@@ -11,8 +11,8 @@ PY=${PYTHON:-.venv/bin/python}
 "$PY" -m ruff format --check \
     pipeline/stages pipeline/batching.py pipeline/run/step_frame.py pipeline/asr/windows.py pipeline/chinese.py pipeline/run/worker.py pipeline/run/worker_commit.py \
     pipeline/adapters/fetch.py pipeline/adapters/file_store.py pipeline/adapters/minio_store.py \
-    pipeline/adapters/faust_auth.py pipeline/run/router_markers.py tools/bench_markers.py \
-    tests/unit/test_router_markers.py tests/unit/test_faust_security.py \
+    pipeline/adapters/faust_auth.py pipeline/run/router_markers.py pipeline/runtime/kafka_retry.py tools/bench_markers.py \
+    tests/unit/test_router_markers.py tests/unit/test_faust_security.py tests/unit/test_kafka_retry.py \
     tests/integration/test_router_handover.py tests/integration/test_faust_sasl.py \
     pipeline/adapters/local_inputs.py tests/unit/test_local_inputs.py pipeline/run/progress_bar.py \
     tests/fakes.py tests/unit/test_gather.py tests/unit/test_failure_kinds.py tests/unit/test_import_boundaries.py \

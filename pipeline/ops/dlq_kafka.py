@@ -18,6 +18,7 @@ from pipeline.config import Settings
 from pipeline.errors import DecodeError, StackError
 from pipeline.events import DeadLetter, decode, encode
 from pipeline.ops.dlq import RETRY_TOPICS, Action, StoredLetter
+from pipeline.runtime.kafka_retry import end_offset
 from pipeline.stages.sizes import MessageLimits
 
 DLQ_TOPICS = ("router.dlq", "asr.dlq", "qa.dlq", "redact.dlq")
@@ -31,7 +32,7 @@ def _read_all(settings: Settings, topic: str, timeout_s: float = 60.0):
         meta = consumer.list_topics(topic, timeout=30).topics.get(topic)
         if meta is None or meta.error is not None:
             raise StackError(f"topic {topic} not found (run: callqa topics apply)")
-        parts = [p for p in meta.partitions if consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] > 0]
+        parts = [p for p in meta.partitions if end_offset(consumer, topic, p) > 0]
         consumer.assign([TopicPartition(topic, p, 0) for p in parts])
         todo, deadline = set(parts), time.monotonic() + timeout_s
         while todo and time.monotonic() < deadline:

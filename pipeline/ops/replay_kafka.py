@@ -14,6 +14,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from pipeline.config import Settings
 from pipeline.errors import StackError
 from pipeline.headers import REPLAY_GENERATION
+from pipeline.runtime.kafka_retry import end_offset
 from pipeline.runtime.lag_kafka import OffsetsReader
 from pipeline.ops.replay import TP, OffsetMove
 
@@ -33,7 +34,7 @@ def offsets_at(settings: Settings, tps: list[TP], when: datetime) -> dict[TP, in
         out = {}
         for tp in found:
             if tp.offset < 0:  # no record that late: the end
-                tp.offset = consumer.get_watermark_offsets(TopicPartition(tp.topic, tp.partition), timeout=30)[1]
+                tp.offset = end_offset(consumer, tp.topic, tp.partition)
             out[(tp.topic, tp.partition)] = tp.offset
         return out
     finally:

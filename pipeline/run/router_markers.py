@@ -41,6 +41,8 @@ def read_markers(
     """
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
+    from pipeline.runtime.kafka_retry import end_offset
+
     consumer = Consumer(
         {
             **settings.kafka_common(),
@@ -52,10 +54,7 @@ def read_markers(
         }
     )
     try:
-        ends = {
-            p.partition: consumer.get_watermark_offsets(TopicPartition(topic, p.partition), timeout=30)[1]
-            for p in plans
-        }
+        ends = {p.partition: end_offset(consumer, topic, p.partition) for p in plans}
         found = {p.partition: MarkerRead() for p in plans}
         done = {p.partition: p.start_offset for p in plans if p.start_offset >= ends[p.partition]}
         todo = [p for p in plans if p.partition not in done]

@@ -17,7 +17,6 @@ from confluent_kafka import (
     Consumer,
     IsolationLevel,
     KafkaError,
-    KafkaException,
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, OffsetSpec
@@ -26,10 +25,8 @@ from pipeline.config import Settings
 from pipeline.errors import StackError
 from pipeline.headers import Stamp
 from pipeline.runtime.backlog import PartitionBacklog, PartitionPosition, partition_backlog
+from pipeline.runtime.kafka_retry import TIMEOUT_S, retrying
 
-TIMEOUT_S = 30.0
-_COORDINATOR_MOVING = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-                       KafkaError.COORDINATOR_NOT_AVAILABLE}
 TP = tuple[str, int]
 
 
@@ -104,14 +101,15 @@ class OffsetsReader:
         """(low, last stable offset) of each partition, two ListOffsets requests in all."""
         if not tps:
             return {}
-        out: dict[TP, list[int]] = {tp: [0, 0] for tp in tps}
-        for index, spec in ((0, OffsetSpec.earliest()), (1, OffsetSpec.latest())):
+        def offsets(spec: OffsetSpec) -> dict[TP, int]:
             futures = self.admin.list_offsets({TopicPartition(t, p): spec for t, p in tps},
                                               isolation_level=IsolationLevel.READ_COMMITTED,
                                               request_timeout=TIMEOUT_S)
-            for tp, future in futures.items():
-                out[(tp.topic, tp.partition)][index] = future.result(timeout=TIMEOUT_S).offset
-        return {tp: (low, end) for tp, (low, end) in out.items()}
+            return {(tp.topic, tp.partition): f.result(timeout=TIMEOUT_S).offset for tp, f in futures.items()}
+
+        low = retrying(lambda: offsets(OffsetSpec.earliest()), "low offsets")
+        end = retrying(lambda: offsets(OffsetSpec.latest()), "end offsets")
+        return {tp: (low[tp], end[tp]) for tp in tps}
 
     def open_transactions(self, stable: dict[TP, int], timeout_s: float = 10.0) -> dict[TP, float]:
         """When (epoch s) the open transaction holding back each partition's last stable offset
@@ -148,18 +146,10 @@ class OffsetsReader:
         if group not in self._group_consumers:
             self._group_consumers[group] = Consumer({**self.settings.kafka_common(), "group.id": group,
                                                      "enable.auto.commit": False})
-        deadline = time.monotonic() + TIMEOUT_S
-        while True:
-            try:
-                parts = self._group_consumers[group].committed([TopicPartition(t, p) for t, p in tps], timeout=TIMEOUT_S)
-                break
-            except KafkaException as exc:
-                # NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS while a fresh cluster elects the
-                # group's coordinator (seen on the first `replay group` of a new stack): retriable
-                err = exc.args[0]
-                if not (err.retriable() or err.code() in _COORDINATOR_MOVING) or time.monotonic() > deadline:
-                    raise StackError(f"cannot read committed offsets of group {group}: {exc}") from exc
-                time.sleep(0.5)
+        # NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS while a fresh cluster elects the group's
+        # coordinator (seen on the first `replay group` of a new stack): retried
+        consumer, asked = self._group_consumers[group], [TopicPartition(t, p) for t, p in tps]
+        parts = retrying(lambda: consumer.committed(asked, timeout=TIMEOUT_S), f"committed offsets of group {group}")
         return {(tp.topic, tp.partition): (tp.offset if tp.offset >= 0 else None) for tp in parts}
 
     # -- stamps -----------------------------------------------------------------------------

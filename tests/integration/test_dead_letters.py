@@ -32,6 +32,7 @@ from pipeline.events import (
     decode,
     encode,
 )
+from pipeline.runtime.kafka_retry import end_offset
 from pipeline.stack.minio import prepare_bucket
 from tests import audio
 from tests.kafka_helpers import consume, produce
@@ -136,8 +137,7 @@ def move_group_to_end(settings: Settings, group: str, topic: str) -> None:
     consumer = Consumer({**settings.kafka_common(), "group.id": group, "enable.auto.commit": False})
     try:
         parts = consumer.list_topics(topic, timeout=30).topics[topic].partitions
-        ends = [TopicPartition(topic, p, consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1])
-                for p in parts]
+        ends = [TopicPartition(topic, p, end_offset(consumer, topic, p)) for p in parts]
         consumer.commit(offsets=ends, asynchronous=False)
     finally:
         consumer.close()
