@@ -24,14 +24,14 @@ import tempfile
 import time
 import urllib.request
 from collections import Counter, defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from pipeline import stack
 from pipeline.adapters.kafka_admin import apply_catalog
 from pipeline.adapters.publisher import ArrivalPublisher
-from pipeline.catalog import load_catalog
+from pipeline.catalog import TopicSpec, load_catalog
 from pipeline.config import Settings, read_env_file
 from pipeline.events import DeadLetter, ObjectRef, RoutedCall, Transcript, decode
 from pipeline.ops.plan import (
@@ -40,6 +40,7 @@ from pipeline.ops.plan import (
     ROUTER_ARRIVALS_PER_S,
     Plan,
     RouterPlan,
+    partitions_for,
     plan,
     plan_routers,
 )
@@ -159,6 +160,7 @@ class NightRun:
     spec: str  # the workers' --engine
     sim: Night
     planned: Plan  # `callqa plan` for the night, batching costs included
+    partitions: dict[str, int] = field(default_factory=dict)  # per bucket topic, as the night ran
     reader: TopicReader | None = None
     published_at: float = 0.0
     transcripts: list[Transcript] = field(default_factory=list)
@@ -205,6 +207,28 @@ def workers_per_bucket(opts: argparse.Namespace, planned: Plan, names: tuple[str
     return {b.bucket: max(1, b.workers) for b in planned.buckets}
 
 
+def busiest_bucket(workers: dict[str, int], audio_by_bucket: dict[str, float]) -> str:
+    """The bucket with the most audio: the one whose worker is killed and which is scaled out."""
+    return max(workers, key=lambda b: audio_by_bucket.get(b, 0.0))
+
+
+def bucket_partitions(
+    opts: argparse.Namespace, catalog: list[TopicSpec], workers: dict[str, int], scaled: str
+) -> dict[str, int]:
+    """Each bucket topic's partitions for the night: the catalog's, or (``--partitions plan``) as
+    ``callqa plan`` sizes them, even over the bucket's workers before and after the scale-out."""
+    out = {}
+    for t in catalog:
+        bucket = t.name.removeprefix("audio.bucket.")
+        if bucket == t.name or bucket not in workers:
+            continue
+        after = (workers[bucket] + opts.scale_out_by,) if bucket == scaled and opts.scale_out_at else ()
+        out[t.name] = (
+            t.partitions if opts.partitions == "catalog" else max(t.partitions, partitions_for(workers[bucket], *after))
+        )
+    return out
+
+
 def router_plan(opts: argparse.Namespace, arrivals_partitions: int) -> tuple[RouterPlan, int]:
     """The plan's routers for the night's burst, and the count to run (--routers overrides it)."""
     planned = plan_routers(opts.calls, opts.route_within_s, arrivals_partitions, opts.router_arrivals_per_s)
@@ -238,6 +262,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--window-h", type=float, default=6.0)
     parser.add_argument("--time-scale-plan", type=float, default=1.0, help=argparse.SUPPRESS)
     parser.add_argument("--workers", default="", help="bucket=N,... (default: from callqa plan for the night)")
+    parser.add_argument(
+        "--partitions",
+        choices=("plan", "catalog"),
+        default="plan",
+        help="bucket topics' partitions: as callqa plan sizes them for the workers (and the scale-out), "
+        "or the catalog's",
+    )
     parser.add_argument("--routers", type=int, default=0, help="router processes (0: callqa plan's for the burst)")
     parser.add_argument(
         "--route-within-s",
@@ -281,7 +312,6 @@ def main() -> None:
 def run(settings: Settings, opts: argparse.Namespace) -> dict[str, Any]:
     opts.out.mkdir(parents=True, exist_ok=True)
     catalog = load_catalog(settings.bucket_names)
-    apply_catalog(settings, catalog)
     night = generate(opts.calls, opts.seed, opts.stereo_share, opts.bad_share)
     buckets = Buckets(settings.bucket_edges_s, settings.bucket_names)
     good = [r for r in night if r.fault is None]
@@ -291,6 +321,9 @@ def run(settings: Settings, opts: argparse.Namespace) -> dict[str, Any]:
     engine_opts = SimulatedEngineOptions(rtfx=opts.rtfx)
     planned = night_plan(opts, audio_by_bucket, settings.bucket_names, cost_factors(good, buckets, engine_opts))
     workers = workers_per_bucket(opts, planned, settings.bucket_names)
+    partitions = bucket_partitions(opts, catalog, workers, busiest_bucket(workers, audio_by_bucket))
+    catalog = [replace(t, partitions=partitions.get(t.name, t.partitions)) for t in catalog]
+    apply_catalog(settings, catalog)
     arrivals_partitions = next(t.partitions for t in catalog if t.name == "audio.arrivals")
     routers, router_count = router_plan(opts, arrivals_partitions)
     ideal_s = max(audio_by_bucket[b] / (workers[b] * opts.rtfx) for b in audio_by_bucket)
@@ -314,7 +347,9 @@ def run(settings: Settings, opts: argparse.Namespace) -> dict[str, Any]:
                 spec,
                 "--simulated-storage",
             )
-    state = NightRun(settings, opts, night, workers, routers, audio_by_bucket, engine_opts, scale, spec, sim, planned)
+    state = NightRun(
+        settings, opts, night, workers, routers, audio_by_bucket, engine_opts, scale, spec, sim, planned, partitions
+    )
     try:
         return report(_night(state))
     finally:
@@ -347,7 +382,7 @@ def _night(state: NightRun) -> NightRun:
     every_s = opts.lag_every_s or max(3.0, opts.target_wall_s / 30)
     state.lag = lag = LagSampler(settings, published_at, every_s, rate_window_s=max(4.0, 300.0 / state.scale))
     progress_at = published_at
-    busiest = max(workers, key=lambda b: audio_by_bucket.get(b, 0.0))
+    busiest = busiest_bucket(workers, audio_by_bucket)
     done_ids: set[str] = set()
     dead_ids, timeline, counts, transcripts = state.dead_ids, state.timeline, state.counts, state.transcripts
     killed = scaled = False
@@ -517,6 +552,7 @@ def report(state: NightRun) -> dict[str, Any]:
         "options": {
             **{k: (str(v) if isinstance(v, Path) else v) for k, v in vars(opts).items()},
             "workers_per_bucket": workers,
+            "bucket_partitions": state.partitions,
             "time_scale": round(scale, 3),
             "engine": spec,
         },
@@ -535,9 +571,13 @@ def report(state: NightRun) -> dict[str, Any]:
 
 
 def _rebalance_pauses(sim: Night) -> dict[str, float]:
-    """Per membership change: seconds until the bucket's members last logged an assignment after it."""
+    """Per membership change: seconds until the bucket's members last logged an assignment after it,
+    before the bucket's next change (a SIGKILL's restart belongs to the kill's recovery): counting
+    the rebalance of a scale-out 20 s later into a kill's once made a 7 s recovery read 31 s."""
     pauses = {}
-    for event in sim.events:
+    for n, event in enumerate(sim.events):
+        later = [e["at"] for e in sim.events[n + 1 :] if e["bucket"] == event["bucket"] and "restart" not in e["what"]]
+        until = min([event["at"] + 120, *later])
         last = None
         for p in sim.procs:
             if p.stage != f"asr-{event['bucket']}" or not p.log.exists():
@@ -549,7 +589,7 @@ def _rebalance_pauses(sim: Night) -> dict[str, float]:
                     at = _epoch(json.loads(line).get("timestamp"))
                 except ValueError:
                     continue
-                if at is not None and event["at"] <= at <= event["at"] + 120:
+                if at is not None and event["at"] <= at < until:
                     last = max(last or at, at)
         if last is not None:
             pauses[event["what"]] = round(last - event["at"], 2)

@@ -271,7 +271,15 @@ def plan_cmd(
     from dataclasses import asdict
 
     from pipeline.catalog import load_catalog
-    from pipeline.ops.plan import bucket_cost_factors, parse_mix, parse_window, plan, plan_routers, rtfx_from_metrics
+    from pipeline.ops.plan import (
+        bucket_cost_factors,
+        parse_mix,
+        parse_window,
+        partition_warnings,
+        plan,
+        plan_routers,
+        rtfx_from_metrics,
+    )
 
     cfg = operator_settings()
     if (rtfx_per_device is None) == (from_metrics is None):
@@ -291,9 +299,12 @@ def plan_cmd(
             routers = plan_routers(calls_per_day, within, partitions, router_arrivals_per_s, router_cpu_ms_per_call)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
+    catalog = {t.name: t.partitions for t in load_catalog(cfg.bucket_names)}
+    warnings = partition_warnings(result, {b: catalog[f"audio.bucket.{b}"] for b in cfg.bucket_names})
     if as_json:
         echo_json({
             **asdict(result), "busy_s": result.busy_s, "utilisation": result.utilisation,
+            "partition_warnings": warnings,
             "routers": routers and {**asdict(routers), "arrivals_per_s_needed": routers.arrivals_per_s_needed,
                                     "cpu_cores": routers.cpu_cores, "burst": arrivals_over is None},
         })
@@ -305,6 +316,8 @@ def plan_cmd(
                    f"{b.partitions:>4} partitions  x{b.cost_factor:.2f} batching")
     typer.echo(f"total: {result.devices} device(s), one worker each; busiest bucket done in "
                f"{result.busy_s / 3600:.2f} h ({result.utilisation:.0%} of the window)")
+    for warning in warnings:
+        typer.echo(f"warning: {warning}")
     if routers is None:
         typer.echo("routers: give --calls-per-day to size them")
         return

@@ -42,10 +42,16 @@ class RateTracker:
             series.pop(0)  # keep one sample at or beyond the window's start
 
     def rate(self, key: str) -> float | None:
+        """The slope from where the value last stood before it moved in the window: a stretch at the
+        window's start where nothing was consumed (workers still joining, nothing to read yet) is not
+        the group's throughput, and counted in it put a night's first ETAs at 2-3x the finish. Never
+        moved in the window: 0 (stalled)."""
         series = self.samples.get(key) or []
-        if len(series) < 2 or series[-1][0] - series[0][0] < self.min_span_s:
+        moved = next((i for i, (_, v) in enumerate(series) if v != series[0][1]), None)
+        start = 0 if moved is None else moved - 1
+        if len(series) - start < 2 or series[-1][0] - series[start][0] < self.min_span_s:
             return None
-        (t0, v0), (t1, v1) = series[0], series[-1]
+        (t0, v0), (t1, v1) = series[start], series[-1]
         return (v1 - v0) / (t1 - t0)
 
     def oldest_span_s(self, now: float) -> float:

@@ -16,7 +16,11 @@ Assumptions (printed by ``callqa plan`` and documented in the README):
 - the work must fit in ``window * (1 - margin)``: the margin absorbs retries, redrives, a lost
   node and the tail of the last long call;
 - a bucket topic needs at least as many partitions as workers, and twice that so it can scale out
-  without re-partitioning; never fewer than the catalog's 6.
+  without re-partitioning; never fewer than the catalog's 6. Kafka gives each member of a group
+  whole partitions, so the count is also a multiple of the workers (and of any count the bucket is
+  to scale to, :func:`partitions_for`): 4 workers over 6 partitions give 2 of them twice the others'
+  work, and the bucket finishes as 3 workers would (:func:`effective_workers`; a simulated night
+  measured that skew, tools/simulate_night.py). The plan warns where the topics hold the workers back.
 - routers (:func:`plan_routers`): the day's calls arrive as one burst to be routed within a
   target time (default 60 s), or spread over a time; each router process routes at the measured
   rate of ``tools/bench_router.py``. A router is only given arrivals partitions, so more routers
@@ -135,9 +139,45 @@ def plan(hours_per_day: float, window_s: float, rtfx_per_device: float, mix: dic
         # Each bucket's group is served by its own workers: round up per bucket.
         workers = math.ceil(round(audio_s * factor / (rtfx_per_device * usable_s), 9)) if audio_s > 0 else 0
         buckets.append(
-            BucketPlan(bucket, round(audio_s / 3600, 2), workers, max(MIN_PARTITIONS, 2 * workers), round(factor, 4))
+            BucketPlan(bucket, round(audio_s / 3600, 2), workers, partitions_for(workers), round(factor, 4))
         )
     return Plan(hours_per_day, window_s, margin, rtfx_per_device, sum(b.workers for b in buckets), buckets)
+
+
+def partitions_for(workers: int, *scale_to: int) -> int:
+    """The fewest partitions, at least the catalog's 6 and twice the most workers, over which each
+    worker count given holds the same number of partitions."""
+    counts = [w for w in (workers, *scale_to) if w > 0]
+    step = math.lcm(*counts) if counts else 1
+    return step * math.ceil(max(MIN_PARTITIONS, 2 * max(counts, default=0)) / step)
+
+
+def effective_workers(workers: int, partitions: int) -> float:
+    """How many workers a group's work is done at the pace of: the busiest member holds
+    ceil(partitions / workers) of the partitions (their work being alike, keys hashed evenly)."""
+    if workers <= 0 or partitions <= 0:
+        return 0.0
+    return partitions / math.ceil(partitions / workers)
+
+
+def partition_warnings(result: Plan, partitions: dict[str, int], topic: str = "audio.bucket.{}") -> list[str]:
+    """Where a bucket topic's partitions (as they are now) hold the plan's workers back."""
+    out = []
+    for b in result.buckets:
+        have = partitions.get(b.bucket)
+        if have is None or b.workers == 0 or effective_workers(b.workers, have) >= b.workers:
+            continue
+        pace = effective_workers(b.workers, have)
+        why = (
+            f"{b.workers - have} of them get none"
+            if b.workers > have
+            else f"the busiest holds {math.ceil(have / b.workers)}, {b.workers / pace:.2f}x the even share"
+        )
+        out.append(
+            f"{b.bucket}: {b.workers} workers over {have} partitions work at the pace of {pace:g} ({why}); "
+            f"raise {topic.format(b.bucket)} to {b.partitions} partitions (topics/catalog.yaml, callqa topics apply)"
+        )
+    return out
 
 
 @dataclass(frozen=True)

@@ -72,6 +72,18 @@ def test_rate_is_the_slope_over_the_window_and_a_reset_starts_over() -> None:
     assert tracker.rate("k") is None
 
 
+def test_time_before_the_group_moved_in_the_window_is_not_counted_in_its_rate() -> None:
+    tracker = RateTracker(window_s=300, min_span_s=2)
+    for t in (0.0, 10.0, 20.0):  # workers joining: nothing consumed yet
+        tracker.add("k", t, 0.0)
+    assert tracker.rate("k") == 0.0  # never moved: stalled
+    for t in (30.0, 40.0):
+        tracker.add("k", t, (t - 20.0) * 5.0)
+    assert tracker.rate("k") == pytest.approx(5.0)  # from t=20, not 1.25 from t=0
+    tracker.add("k", 50.0, 100.0)  # a stall after it moved counts
+    assert tracker.rate("k") == pytest.approx(100.0 / 30.0)
+
+
 def test_verdict_against_the_window_end() -> None:
     now = datetime(2026, 11, 30, 23, 0, tzinfo=UTC)
     end = next_clock_time("06:00Z", now)

@@ -9,8 +9,11 @@ from pipeline.ops.plan import (
     ROUTER_ARRIVALS_PER_S,
     ROUTER_CPU_MS_PER_CALL,
     bucket_cost_factors,
+    effective_workers,
     parse_mix,
     parse_window,
+    partition_warnings,
+    partitions_for,
     plan,
     plan_routers,
     rtfx_from_metrics,
@@ -38,6 +41,27 @@ def test_plan_fits_the_day_in_the_window_with_the_margin() -> None:
     assert result.busy_s <= result.window_s * 0.7
     big = plan(100_000, parse_window("6h"), 500.0, parse_mix("long=1", BUCKETS))
     assert big.buckets[2].workers == 48 and big.buckets[2].partitions == 96 and big.buckets[0].workers == 0
+
+
+def test_partitions_are_shared_evenly_by_every_worker_count_they_are_sized_for() -> None:
+    # Kafka assigns whole partitions: the busiest of 4 workers over 6 holds 2, the pace of 3 workers
+    assert effective_workers(4, 6) == 3.0 and effective_workers(4, 8) == 4.0 and effective_workers(5, 8) == 4.0
+    assert effective_workers(16, 6) == 6.0 and effective_workers(0, 6) == 0.0  # more workers than partitions idle
+    assert [partitions_for(w) for w in (1, 2, 3, 4, 5, 16)] == [6, 6, 6, 8, 10, 32]
+    assert partitions_for(4, 5) == 20 and partitions_for(4, 16) == 32  # also even after a scale-out
+    assert all(effective_workers(w, partitions_for(4, 5, 8)) == w for w in (4, 5, 8))
+
+
+def test_the_plan_warns_where_the_topics_partitions_hold_its_workers_back() -> None:
+    result = plan(10_000, parse_window("6h"), 450.0, parse_mix("long=1", BUCKETS))
+    long = result.buckets[2]
+    assert long.workers == 6 and long.partitions == 12
+    assert partition_warnings(result, dict.fromkeys(BUCKETS, 6)) == []  # 6 over 6: one each
+    busy = plan(14_000, parse_window("6h"), 450.0, parse_mix("long=1", BUCKETS))
+    assert busy.buckets[2].workers == 8 and busy.buckets[2].partitions == 16
+    (warning,) = partition_warnings(busy, dict.fromkeys(BUCKETS, 6))
+    assert warning.startswith("long: 8 workers over 6 partitions work at the pace of 6 ")
+    assert "raise audio.bucket.long to 16 partitions" in warning
 
 
 def test_the_plan_pays_each_buckets_batching_costs() -> None:

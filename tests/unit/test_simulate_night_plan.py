@@ -1,13 +1,23 @@
-"""tools/simulate_night takes its router processes from `callqa plan` unless --routers overrides it."""
+"""tools/simulate_night takes its router processes and bucket partitions from `callqa plan` unless
+options override them."""
 
 from __future__ import annotations
 
 import pytest
 
+from pipeline.catalog import load_catalog
 from pipeline.simulated.engine import SimulatedEngineOptions, device_time
 from pipeline.simulated.storage import SimulatedRecording
 from pipeline.stages.routing import Buckets
-from tools.simulate_night import cost_factors, generate, ideal_device_s, night_plan, parse_args, router_plan
+from tools.simulate_night import (
+    bucket_partitions,
+    cost_factors,
+    generate,
+    ideal_device_s,
+    night_plan,
+    parse_args,
+    router_plan,
+)
 
 
 def test_the_router_count_defaults_to_the_plan_for_the_nights_burst() -> None:
@@ -22,6 +32,20 @@ def test_the_router_count_defaults_to_the_plan_for_the_nights_burst() -> None:
         arrivals_partitions=24,
     )
     assert faster.routers == 12  # 3,333/s at 300/s
+
+
+def test_bucket_topics_are_split_evenly_over_their_workers_before_and_after_the_scale_out() -> None:
+    catalog = load_catalog(("short", "medium", "long", "xlong"))
+    workers = {"short": 1, "medium": 2, "long": 4, "xlong": 1}
+    planned = bucket_partitions(parse_args(["--out", "x"]), catalog, workers, scaled="long")
+    assert planned == {
+        "audio.bucket.short": 6,
+        "audio.bucket.medium": 6,
+        "audio.bucket.long": 20,
+        "audio.bucket.xlong": 6,
+    }
+    as_is = bucket_partitions(parse_args(["--out", "x", "--partitions", "catalog"]), catalog, workers, scaled="long")
+    assert set(as_is.values()) == {6}  # 4 workers over 6 partitions: the skew the plan warns of
 
 
 def test_routers_option_overrides_the_plan() -> None:
