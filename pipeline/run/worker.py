@@ -54,7 +54,9 @@ from pipeline.stages.storage import ObjectStore
 
 log = get_logger("callqa.worker")
 T = TypeVar("T")
-BOUND_CHECK_S = 2.0  # how often an idle bounded replay asks whether its group is done
+FETCH_BYTES_PER_PARTITION = 16384  # ~20 routed calls
+BOUND_CHECK_S = 2.0
+IDLE_REPORT_S = 10.0  # how often an idle bounded replay asks whether its group is done
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,29 @@ class WorkerOptions:
 
     def input_topic(self, settings: Settings) -> str:
         return settings.topic(f"audio.bucket.{self.bucket}")
+
+
+def consumer_config(settings: Settings, opts: WorkerOptions) -> dict[str, Any]:
+    """The worker's consumer: a static member of its bucket's group, reading committed records."""
+    return {
+        **settings.kafka_common(),
+        "group.id": opts.group_id(settings),
+        "group.instance.id": opts.member_id,
+        "partition.assignment.strategy": "cooperative-sticky",
+        "enable.auto.commit": False,
+        "isolation.level": "read_committed",
+        "auto.offset.reset": "earliest",
+        "session.timeout.ms": opts.session_timeout_ms,
+        "max.poll.interval.ms": 600000,
+        # A few records of each partition at a time, so the worker takes its partitions'
+        # backlog in turns instead of one partition after another: a partition moved at a
+        # scale-out then still holds its share of the work. With librdkafka's defaults
+        # (1 MB per partition per fetch, 100,000 records kept per partition) everything was
+        # fetched at once, and a worker added mid-night (tools/simulate_night) got 4
+        # drained partitions of 20 and transcribed nothing.
+        "max.partition.fetch.bytes": FETCH_BYTES_PER_PARTITION,
+        "queued.min.messages": opts.max_calls,
+    }
 
 
 @dataclass
@@ -135,6 +160,8 @@ class AsrWorker:
         self.tally = ReplayTally()  # a bounded replay's records and its group's last check
         self.bound_watch: Any = None
         self._next_bound_check = 0.0
+        self._idle_since: float | None = None  # assigned partitions and nothing to read, since
+        self._held: set[tuple[str, int]] = set()  # partitions paused with a batch's worth waiting
 
     # -- clients (created in the process that uses them, after any fork) -------------------
 
@@ -148,19 +175,7 @@ class AsrWorker:
         self.committer = self._committer(self.consumer, self._new_producer)
 
     def _new_consumer(self) -> None:
-        self.consumer = Consumer(
-            {
-                **self.settings.kafka_common(),
-                "group.id": self.group_id,
-                "group.instance.id": self.opts.member_id,
-                "partition.assignment.strategy": "cooperative-sticky",
-                "enable.auto.commit": False,
-                "isolation.level": "read_committed",
-                "auto.offset.reset": "earliest",
-                "session.timeout.ms": self.opts.session_timeout_ms,
-                "max.poll.interval.ms": 600000,
-            }
-        )
+        self.consumer = Consumer(consumer_config(self.settings, self.opts))
         self.consumer.subscribe(
             [self.input_topic],
             on_assign=self._on_assign,
@@ -179,6 +194,7 @@ class AsrWorker:
         self.checkpoint.revoke(assigned)
         self.health.revoked(assigned)
         self.gatherer.clear()
+        self._held.clear()
         try:
             self.consumer.close()
         except KafkaException as exc:
@@ -229,6 +245,7 @@ class AsrWorker:
         gone = [(p.topic, p.partition) for p in partitions]
         self.checkpoint.revoke(gone)  # batches in flight from these partitions will not be committed
         self.gatherer.drop(gone)
+        self._held.difference_update(gone)
         self.health.revoked(gone)
         log.info("partitions_revoked", partitions=[p.partition for p in partitions])
 
@@ -286,9 +303,11 @@ class AsrWorker:
                 if next_batch is None:
                     next_batch = self._prefetch()
                     if next_batch is None:
+                        self._note_idle()
                         if self._bound_reached():
                             break
                         continue
+                    self._idle_since = None
                 wait_start = time.perf_counter()
                 try:
                     batch = self._wait_polling(next_batch)  # a storage outage can take minutes
@@ -309,6 +328,25 @@ class AsrWorker:
         finally:
             self._close()
 
+    def _note_idle(self) -> None:
+        """Every IDLE_REPORT_S without a record while partitions are assigned: where they stand
+        (read position against the end), so an idle member beside a backlog shows why."""
+        now = time.monotonic()
+        if self._idle_since is None:
+            self._idle_since = now
+            return
+        if now - self._idle_since < IDLE_REPORT_S:
+            return
+        self._idle_since = now
+        assigned = self.consumer.assignment()
+        if not assigned:
+            return
+        stand = {}
+        for tp in self.consumer.position(assigned):
+            _, high = self.consumer.get_watermark_offsets(tp, cached=True)
+            stand[tp.partition] = f"{tp.offset}/{high}"
+        log.info("idle_assigned", partitions=stand)
+
     def _memory_high(self) -> bool:
         if self.opts.memory_watermark_bytes is None:
             return False
@@ -320,6 +358,7 @@ class AsrWorker:
 
     def _prefetch(self) -> Future[_InFlight] | None:
         queued = self.gatherer.gather()
+        self._hold_back()
         if not queued:
             return None
         return self.prepare_pool.submit(self._prepare, queued)
@@ -338,31 +377,42 @@ class AsrWorker:
 
     def _wait_polling(self, compute: Future[T]) -> T:
         """Keep the group membership alive while the engine computes or a fetch waits for
-        storage; buffer what arrives."""
-        assignment = self.consumer.assignment()
-        self.consumer.pause(assignment)
+        storage; what arrives waits for the next batches, each partition held back once it has
+        a batch's worth waiting (:meth:`_hold_back`)."""
         fatal: KafkaError | None = None
         overdue_logged = False
-        try:
-            while not compute.done():
-                self.health.beat()
-                if not overdue_logged and self.health.batch_overdue():
-                    overdue_logged = True  # /healthz fails from now on: the orchestrator restarts us
-                    log.error("batch_overdue", **self.health.liveness().detail)
-                msg = self.consumer.poll(0.1)
-                if msg is None:
-                    continue
-                if not msg.error():
-                    if self._keeps(msg):
-                        self.gatherer.add(msg)  # from a partition assigned while paused
-                elif _is_fatal(msg.error()):
-                    fatal = msg.error()  # reported once: rejoin when the batch is done (it will not commit)
-        finally:
-            if fatal is None:
-                self.consumer.resume(self.consumer.assignment())
+        while not compute.done():
+            self.health.beat()
+            if not overdue_logged and self.health.batch_overdue():
+                overdue_logged = True  # /healthz fails from now on: the orchestrator restarts us
+                log.error("batch_overdue", **self.health.liveness().detail)
+            msg = self.consumer.poll(0.1)
+            if msg is None:
+                continue
+            if not msg.error():
+                if self._keeps(msg) and not addressed_elsewhere(msg.headers(), self.group_id):
+                    self.gatherer.add(msg)
+                    self._hold_back()
+            elif _is_fatal(msg.error()):
+                fatal = msg.error()  # reported once: rejoin when the batch is done (it will not commit)
         if fatal is not None:
             self._rejoin(fatal)
         return compute.result()
+
+    def _hold_back(self) -> None:
+        """Pause a partition with a batch's worth waiting; resume it once half of that is taken.
+        Pausing the whole assignment for every batch (as the worker once did) purged librdkafka's
+        prefetch, and each resume fetched the lowest partition first: a worker drained its
+        partitions one after another, and a member added mid-night was given drained ones."""
+        waiting, cap = self.gatherer.waiting(), self.opts.max_calls
+        full = [key for key, n in waiting.items() if n >= cap and key not in self._held]
+        free = [key for key in self._held if waiting.get(key, 0) <= cap // 2]
+        if full:
+            self.consumer.pause([TopicPartition(t, p) for t, p in full])
+            self._held.update(full)
+        if free:
+            self.consumer.resume([TopicPartition(t, p) for t, p in free])
+            self._held.difference_update(free)
 
     def _commit(self, batch: _InFlight, outcomes: AsrBatch[Message]) -> bool:
         if self.committer is None:
@@ -372,6 +422,7 @@ class AsrWorker:
                 self.tally.count(position.partition)
             return True
         self.gatherer.clear()  # rewound: what waits will be delivered again
+        self._held.clear()  # recover() resumed every partition before it rewound
         return False
 
     def _close(self) -> None:

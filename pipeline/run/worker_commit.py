@@ -158,6 +158,9 @@ class BatchCommitter:
             try:
                 assignment = self.consumer.assignment()
                 if assignment:
+                    # a partition the worker holds back (paused) must not resume at its consumed
+                    # position later, past the rewind
+                    self.consumer.resume(assignment)
                     for tp in self.consumer.committed(assignment, timeout=30):
                         self.consumer.seek(TopicPartition(tp.topic, tp.partition, max(tp.offset, 0)))
                 return

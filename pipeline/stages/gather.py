@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
@@ -57,7 +57,13 @@ class Queued(Generic[M]):
 
 
 class Gatherer(Generic[M]):
-    """Collects messages for at most ``window_ms`` or until ``budget`` is full; leftovers wait."""
+    """Collects messages for at most ``window_ms`` or until ``budget`` is full; leftovers wait.
+
+    What waits is kept per partition, and a batch takes the partitions in turns (one message of
+    each, the turn starting after the partition the last batch ended on), so a worker drains all
+    its partitions at one pace: a partition moved to a member added mid-night still holds its
+    share of the work. The worker holds back (pauses) a partition with ``crowded`` waiting.
+    """
 
     def __init__(
         self,
@@ -70,33 +76,55 @@ class Gatherer(Generic[M]):
         self.consume, self.checkpoint, self.budget = consume, checkpoint, budget
         self.window_s = window_ms / 1000
         self.clock = clock
-        self.pending: deque[Queued[M]] = deque()
+        self.queues: dict[PartitionKey, deque[Queued[M]]] = {}
+        self._after: PartitionKey | None = None  # the next batch starts at the partition after this one
+
+    @property
+    def pending(self) -> list[Queued[M]]:
+        """Every waiting message, in the order the next batches would take them."""
+        return list(self._in_turns())
+
+    def waiting(self) -> dict[PartitionKey, int]:
+        return {key: len(q) for key, q in self.queues.items() if q}
 
     def add(self, msg: M) -> None:
         topic, partition, offset = position_of(msg)
         source = SourcePosition(topic=topic, partition=partition, offset=offset)
-        self.pending.append(
-            Queued(
-                self.checkpoint.stamp(topic, partition, offset), AsrInput.of(msg, msg.value() or b"", msg.key(), source)
-            )
+        queued = Queued(
+            self.checkpoint.stamp(topic, partition, offset), AsrInput.of(msg, msg.value() or b"", msg.key(), source)
         )
+        self.queues.setdefault(queued.position.key, deque()).append(queued)
 
     def gather(self) -> list[Queued[M]]:
         """Up to the budget, within one window; what does not fit waits for the next batch."""
         deadline = self.clock() + self.window_s
-        while len(self.pending) < self.budget.max_items and self.clock() < deadline:
+        while sum(self.waiting().values()) < self.budget.max_items and self.clock() < deadline:
             for msg in self.consume(self.budget.max_items, max(0.0, deadline - self.clock())):
                 self.add(msg)
-        taken = next(pack_in_order(self.pending, self.budget), [])
-        for _ in taken:
-            self.pending.popleft()
+        taken = next(pack_in_order(self._in_turns(), self.budget), [])
+        for q in taken:
+            self.queues[q.position.key].popleft()  # taken in turns: each partition's first ones
+        if taken:
+            self._after = taken[-1].position.key
+        self.queues = {key: q for key, q in self.queues.items() if q}
         return taken
+
+    def _in_turns(self) -> Iterator[Queued[M]]:
+        keys = sorted(key for key, q in self.queues.items() if q)
+        if not keys:
+            return
+        after = self._after
+        order = keys if after is None else [k for k in keys if k > after] + [k for k in keys if k <= after]
+        for depth in range(max(len(self.queues[k]) for k in order)):
+            for key in order:
+                if depth < len(self.queues[key]):
+                    yield self.queues[key][depth]
 
     def drop(self, partitions: Iterable[PartitionKey]) -> None:
         """Revoked partitions: their waiting messages belong to another member now."""
-        gone = set(partitions)
-        self.pending = deque(q for q in self.pending if q.position.key not in gone)
+        for key in partitions:
+            self.queues.pop(key, None)
 
     def clear(self) -> None:
         """After a rewind every waiting message will be delivered again."""
-        self.pending.clear()
+        self.queues.clear()

@@ -78,3 +78,13 @@ def test_messages_are_stamped_with_their_partition_generation() -> None:
     checkpoint.revoke([(TOPIC, 0)])
     second = g.gather()[0].position
     assert (first.generation, second.generation) == (0, 1)
+
+
+def test_a_batch_takes_the_partitions_in_turns_and_the_next_batch_starts_after_it() -> None:
+    # all of partition 0's backlog arrived first, as librdkafka hands out one partition's fetch at a time
+    source = Source([[message(0, i) for i in range(4)] + [message(1, i) for i in range(4)] + [message(2, 0)]])
+    g = gatherer(source, max_items=4)
+    taken = [(q.position.partition, q.position.offset) for q in g.gather()]
+    assert taken == [(0, 0), (1, 0), (2, 0), (0, 1)]
+    assert [(q.position.partition, q.position.offset) for q in g.gather()] == [(1, 1), (0, 2), (1, 2), (0, 3)]
+    assert g.waiting() == {(TOPIC, 1): 1}

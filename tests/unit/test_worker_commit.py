@@ -171,21 +171,31 @@ def test_a_fatal_consumer_error_rejoins_with_a_fresh_consumer_and_drops_the_batc
     assert worker.committer.producer.produced == [] and worker.committer.producer.offsets == []
 
 
-def test_while_a_fetch_waits_for_storage_the_worker_polls_with_its_partitions_paused(worker: AsrWorker) -> None:
+def test_while_a_batch_computes_arrivals_wait_and_a_partition_with_a_batch_waiting_is_held_back(
+    worker: AsrWorker,
+) -> None:
     from concurrent.futures import Future
 
     assign(worker, 0, 1)
+    cap = worker.opts.max_calls  # 4
+    arriving = [FakeMessage(TOPIC, 0, i, encode(routed(f"a{i}"))) for i in range(cap)]
+    arriving.append(FakeMessage(TOPIC, 1, 0, encode(routed("b0"))))
     waiting: Future[str] = Future()
-    paused_at_poll = []
 
-    def poll(timeout: float) -> None:  # a storage outage: the prefetch is done after the third poll
-        paused_at_poll.append(set(worker.consumer.paused))
-        if len(paused_at_poll) == 3:
-            waiting.set_result("prepared")
+    def poll(timeout: float) -> FakeMessage | None:  # the batch computes until all has arrived
+        if arriving:
+            return arriving.pop(0)
+        waiting.set_result("computed")
+        return None
 
-    worker.consumer.poll = poll  # type: ignore[attr-defined]
-    assert worker._wait_polling(waiting) == "prepared"
-    assert paused_at_poll == [{(TOPIC, 0), (TOPIC, 1)}] * 3  # membership kept, nothing fetched meanwhile
+    worker.consumer.poll = poll  # type: ignore[assignment]
+    assert worker._wait_polling(waiting) == "computed"
+    assert worker.gatherer.waiting() == {(TOPIC, 0): cap, (TOPIC, 1): 1}
+    assert worker.consumer.paused == {(TOPIC, 0)}  # a batch's worth waits there; partition 1 is still read
+    batch = worker.gatherer.gather()
+    worker._hold_back()
+    # the batch takes the partitions in turns, and partition 0, half drained, is read again
+    assert [(q.position.partition, q.position.offset) for q in batch] == [(0, 0), (1, 0), (0, 1), (0, 2)]
     assert worker.consumer.paused == set()
 
 
