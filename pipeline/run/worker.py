@@ -55,8 +55,8 @@ from pipeline.stages.storage import ObjectStore
 log = get_logger("callqa.worker")
 T = TypeVar("T")
 FETCH_BYTES_PER_PARTITION = 16384  # ~20 routed calls
-BOUND_CHECK_S = 2.0
-IDLE_REPORT_S = 10.0  # how often an idle bounded replay asks whether its group is done
+BOUND_CHECK_S = 2.0  # how often an idle bounded replay asks whether its group is done
+IDLE_REPORT_S = 10.0  # how often an idle member with partitions logs where they stand
 
 
 @dataclass(frozen=True)
@@ -106,12 +106,11 @@ def consumer_config(settings: Settings, opts: WorkerOptions) -> dict[str, Any]:
         "auto.offset.reset": "earliest",
         "session.timeout.ms": opts.session_timeout_ms,
         "max.poll.interval.ms": 600000,
-        # A few records of each partition at a time, so the worker takes its partitions'
-        # backlog in turns instead of one partition after another: a partition moved at a
-        # scale-out then still holds its share of the work. With librdkafka's defaults
-        # (1 MB per partition per fetch, 100,000 records kept per partition) everything was
-        # fetched at once, and a worker added mid-night (tools/simulate_night) got 4
-        # drained partitions of 20 and transcribed nothing.
+        # A few records of each partition per fetch and few kept queued (librdkafka's defaults:
+        # 1 MB per partition per fetch, 100,000 records queued), so that what a worker has
+        # fetched but not processed stays small and the records of all its partitions reach it
+        # early, to be taken in turns (pipeline/stages/gather.py; held back per partition:
+        # AsrWorker._hold_back). tests/integration/test_worker_fetch.py checks the fetch order.
         "max.partition.fetch.bytes": FETCH_BYTES_PER_PARTITION,
         "queued.min.messages": opts.max_calls,
     }

@@ -62,7 +62,7 @@ class Gatherer(Generic[M]):
     What waits is kept per partition, and a batch takes the partitions in turns (one message of
     each, the turn starting after the partition the last batch ended on), so a worker drains all
     its partitions at one pace: a partition moved to a member added mid-night still holds its
-    share of the work. The worker holds back (pauses) a partition with ``crowded`` waiting.
+    share of the work. The worker pauses a partition with a batch's worth waiting (``waiting``).
     """
 
     def __init__(
