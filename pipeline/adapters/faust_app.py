@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -221,6 +222,24 @@ async def send_batch_in_source_transactions(app: faust.App,
         source, send = current if current else (batch[0][0], ("", None, b"", None, None))
         halt(f"{type(exc).__name__}: {exc}", topic=send[0], bytes=len(send[2]), source_topic=source.topic,
              source_partition=source.partition, source_offset=source.offset, batch_inputs=len(batch))
+
+
+async def take_in_batches(
+    stream: faust.Stream,
+    max_events: int,
+    within_s: float,
+    handle: Callable[[asyncio.AbstractEventLoop, list[Any]], Awaitable[None]],
+    stage: str,
+) -> None:
+    """Hand the stream's events to ``handle`` in batches (up to ``max_events`` within ``within_s``);
+    a batch that raises halts the stage, as Faust would acknowledge and skip it whole."""
+    loop = asyncio.get_running_loop()
+    async for events in stream.take_events(max_events, within=within_s):
+        try:
+            await handle(loop, events)
+        except Exception as exc:  # noqa: BLE001 - Faust would acknowledge and skip the whole batch
+            halt(f"{stage} batch failed: {type(exc).__name__}: {exc}", inputs=len(events),
+                 first=[(e.message.topic, e.message.partition, e.message.offset) for e in events[:1]])
 
 
 def halt(error: str, **context: object) -> NoReturn:

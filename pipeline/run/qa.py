@@ -20,9 +20,9 @@ from confluent_kafka import KafkaException
 from pipeline.adapters.faust_app import (
     abort_open_transactions_on_revoke,
     create_faust_app,
-    halt,
     send_batch_in_source_transactions,
     stop_transactions_of_lost_partitions,
+    take_in_batches,
     watch_health,
 )
 from pipeline.catalog import load_catalog
@@ -66,13 +66,7 @@ def create_app(settings: Settings, app_id: str = "callqa-qa", health: StageHealt
 
     @app.agent(transcripts)
     async def evaluate(stream: faust.Stream) -> None:
-        loop = asyncio.get_running_loop()
-        async for events in stream.take_events(settings.qa_batch_max, within=settings.qa_batch_window_s):
-            try:
-                await evaluate_batch(loop, events)
-            except Exception as exc:  # noqa: BLE001 - Faust would acknowledge and skip the whole batch
-                halt(f"qa batch failed: {type(exc).__name__}: {exc}", inputs=len(events),
-                     first=[(e.message.topic, e.message.partition, e.message.offset) for e in events[:1]])
+        await take_in_batches(stream, settings.qa_batch_max, settings.qa_batch_window_s, evaluate_batch, "qa")
 
     async def evaluate_batch(loop: asyncio.AbstractEventLoop, events: list) -> None:
         """Evaluate a batch in turn off the event loop, then send every result with one wait for all."""

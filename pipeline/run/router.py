@@ -39,10 +39,10 @@ import faust
 
 from pipeline.adapters.faust_app import (
     create_faust_app,
-    halt,
     on_commit,
     send_batch_in_source_transactions,
     stop_transactions_of_lost_partitions,
+    take_in_batches,
     watch_health,
 )
 from pipeline.adapters.minio_store import retrying_store
@@ -121,13 +121,7 @@ def create_app(settings: Settings, app_id: str = "callqa-router", health: StageH
 
     @app.agent(arrivals)
     async def route(stream: faust.Stream) -> None:
-        loop = asyncio.get_running_loop()
-        async for events in stream.take_events(settings.router_batch_max, within=settings.router_batch_window_s):
-            try:
-                await route_batch(loop, events)
-            except Exception as exc:  # noqa: BLE001 - Faust would acknowledge and skip the whole batch
-                halt(f"router batch failed: {type(exc).__name__}: {exc}", inputs=len(events),
-                     first=[(e.message.topic, e.message.partition, e.message.offset) for e in events[:1]])
+        await take_in_batches(stream, settings.router_batch_max, settings.router_batch_window_s, route_batch, "router")
 
     async def route_batch(loop: asyncio.AbstractEventLoop, events: list) -> None:
         """Route one batch of events: probes at once, decisions in order, one wait for all sends."""
