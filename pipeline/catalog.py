@@ -12,6 +12,7 @@ identical copy as package data (``pipeline/_topics``, kept equal by
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -21,6 +22,7 @@ from typing import Any, Literal
 import orjson
 import yaml
 
+from pipeline.config import Settings
 from pipeline.errors import ConfigError
 from pipeline.events import EVENT_TYPES
 
@@ -66,22 +68,24 @@ def topics_dir() -> Traversable:
 
 def load_catalog(
     bucket_names: tuple[str, ...], replication_factor: int | None = None,
-    path: Path | Traversable | None = None,
+    path: Path | Traversable | None = None, partitions: Mapping[str, int] | None = None,
 ) -> list[TopicSpec]:
-    """The catalog expanded for these duration buckets; bad entries raise ConfigError."""
+    """The catalog expanded for these duration buckets, with a deployment's ``partitions`` per topic
+    over the catalog's (settings: topic_partitions); bad entries and overrides raise ConfigError.
+
+    An entry with ``partitions_of: <topic>`` has that topic's partitions, overridden or not: a marker
+    or a redrive lives on its arrival's partition number, so those topics never differ from it."""
     path = path or topics_dir() / "catalog.yaml"
     try:
         raw = yaml.safe_load(path.read_text())
     except (OSError, yaml.YAMLError) as exc:
         raise ConfigError(f"cannot read topic catalog {path}: {exc}") from exc
+    entries = raw.get("topics", [])
+    counts = _partition_counts(entries, bucket_names, dict(partitions or {}))
     default_rf = int(raw.get("defaults", {}).get("replication_factor", 1))
     specs = []
-    for entry in raw.get("topics", []):
-        names = (
-            [entry["name"].format(bucket=b) for b in bucket_names]
-            if "{bucket}" in entry["name"]
-            else [entry["name"]]
-        )
+    for entry in entries:
+        names = _expand(entry, bucket_names)
         unknown = set(entry.get("values", [])) - set(EVENT_TYPES) - {"minio_event", "routed_marker", "handled_marker"}
         if unknown:
             raise ConfigError(f"topic {entry['name']}: unknown value types {sorted(unknown)}")
@@ -89,7 +93,7 @@ def load_catalog(
             specs.append(
                 TopicSpec(
                     name=name,
-                    partitions=int(entry["partitions"]),
+                    partitions=counts[name],
                     replication_factor=replication_factor or int(entry.get("replication_factor", default_rf)),
                     config={k: str(v) for k, v in (entry.get("config") or {}).items()},
                     key=str(entry.get("key", "")),
@@ -97,6 +101,43 @@ def load_catalog(
                 )
             )
     return specs
+
+
+def _expand(entry: dict[str, Any], bucket_names: tuple[str, ...]) -> list[str]:
+    name = str(entry["name"])
+    return [name.format(bucket=b) for b in bucket_names] if "{bucket}" in name else [name]
+
+
+def _partition_counts(
+    entries: list[dict[str, Any]], bucket_names: tuple[str, ...], overrides: dict[str, int]
+) -> dict[str, int]:
+    """Each expanded topic's partitions: the catalog's, then the overrides, then the followers."""
+    counts: dict[str, int] = {}
+    follows: dict[str, str] = {}
+    for entry in entries:
+        for name in _expand(entry, bucket_names):
+            if "partitions_of" in entry:
+                follows[name] = str(entry["partitions_of"])
+            else:
+                counts[name] = int(entry["partitions"])
+    for name, count in overrides.items():
+        if name in follows:
+            raise ConfigError(f"topic_partitions: {name} has the partitions of {follows[name]}; set {follows[name]}")
+        if name not in counts:
+            raise ConfigError(f"topic_partitions: no topic {name} in the catalog (known: {sorted(counts)})")
+        if not isinstance(count, int) or count < 1:
+            raise ConfigError(f"topic_partitions: {name} needs a whole number of partitions >= 1, got {count!r}")
+        counts[name] = count
+    for name, leader in follows.items():
+        if leader not in counts:
+            raise ConfigError(f"topic {name}: partitions_of names no topic: {leader}")
+        counts[name] = counts[leader]
+    return counts
+
+
+def settings_catalog(settings: Settings) -> list[TopicSpec]:
+    """The catalog as this deployment's settings shape it: buckets, replication and partitions."""
+    return load_catalog(settings.bucket_names, settings.replication_factor, partitions=settings.topic_partitions)
 
 
 def plan_changes(specs: list[TopicSpec], live: dict[str, LiveTopic], prefix: str = "") -> list[TopicChange]:

@@ -112,12 +112,12 @@ def topics_apply(execute: ExecuteOpt = False, dry_run: DryRunOpt = False,
     """Show how the cluster differs from the catalog (a dry run, the default); with --execute create or
     update the topics. A second --execute changes nothing."""
     from pipeline.adapters.kafka_admin import apply_catalog, plan_catalog
-    from pipeline.catalog import load_catalog
+    from pipeline.catalog import settings_catalog
     from pipeline.ops.topic_diff import diff_lines
 
     act = acting(execute, dry_run)
     cfg = kafka_settings(settings(), bootstrap_server, command_config)
-    specs = load_catalog(cfg.bucket_names, cfg.replication_factor)
+    specs = settings_catalog(cfg)
     if not act:
         planned = plan_catalog(cfg, specs)
         for line in diff_lines(planned):
@@ -141,10 +141,10 @@ def topics_apply(execute: ExecuteOpt = False, dry_run: DryRunOpt = False,
 def topics_describe(bootstrap_server: BootstrapOpt = None, command_config: CommandConfigOpt = None) -> None:
     """Live topic state beside the catalog."""
     from pipeline.adapters.kafka_admin import describe
-    from pipeline.catalog import load_catalog
+    from pipeline.catalog import settings_catalog
 
     cfg = kafka_settings(settings(), bootstrap_server, command_config)
-    echo_json(describe(cfg, load_catalog(cfg.bucket_names, cfg.replication_factor)))
+    echo_json(describe(cfg, settings_catalog(cfg)))
 
 
 @topics_app.command("schemas")

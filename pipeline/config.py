@@ -41,6 +41,10 @@ class Settings(BaseSettings):
     # Where arrivals are read from, when not the prefixed catalog name (e.g. one shared MinIO target).
     arrivals_topic: str | None = None
     replication_factor: int | None = None  # None: the catalog's value
+    # Partitions per catalog topic for this deployment, over the catalog's, e.g.
+    # {"audio.bucket.long": 20}: `callqa plan` says how many a bucket's workers need. Topics that
+    # must match audio.arrivals (router.seen, router.retry) follow it (pipeline/catalog.py).
+    topic_partitions: dict[str, int] = Field(default_factory=dict)
 
     s3_endpoint: str = "127.0.0.1:9000"
     s3_access_key: str = "callqa"

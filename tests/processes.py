@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -27,6 +28,8 @@ def settings_env(settings: Settings, **extra: str) -> dict[str, str]:
         "CALLQA_MAX_DURATION_S": str(settings.max_duration_s),
         "CALLQA_LOG_FORMAT": "json",
     })
+    if settings.topic_partitions:
+        env["CALLQA_TOPIC_PARTITIONS"] = json.dumps(settings.topic_partitions)
     env.update({f"CALLQA_{k.upper()}": v for k, v in extra.items()})
     return env
 

@@ -5,7 +5,8 @@ usage: python -m tools.check_manifests OVERLAY=RENDERED.yaml ... --compose deplo
 Kubernetes (each overlay, as `kustomize build` renders it):
 - every configured bucket has a worker StatefulSet and a KEDA ScaledObject; router, QA and redaction
   have one too;
-- maxReplicaCount <= the input topic's partitions (topics/catalog.yaml); a kafka trigger names the
+- maxReplicaCount <= the input topic's partitions (topics/catalog.yaml, with the overlay's
+  CALLQA_TOPIC_PARTITIONS); a kafka trigger names the
   stage's real consumer group and topic, offsetResetPolicy "earliest" (what the stages use) and a
   TriggerAuthentication; triggers, grace periods, PodDisruptionBudgets and node selectors as
   tools/check_scaling.py says;
@@ -87,7 +88,8 @@ def check_overlay(overlay: str, docs: list[dict[str, Any]], errors: list[str]) -
     settings_cm = next(v for k, v in by_kind["ConfigMap"].items() if k.startswith("callqa-settings"))
     check_env_keys(list(settings_cm["data"]), f"{overlay}: ConfigMap callqa-settings", errors)
     buckets = tuple(yaml.safe_load(settings_cm["data"]["CALLQA_BUCKET_NAMES"]))
-    partitions = {spec.name: spec.partitions for spec in load_catalog(buckets)}
+    overrides = yaml.safe_load(settings_cm["data"].get("CALLQA_TOPIC_PARTITIONS", "null")) or {}
+    partitions = {spec.name: spec.partitions for spec in load_catalog(buckets, partitions=overrides)}
     if any(
         s.get("stringData") or any(s.get("data", {}).values())
         for s in by_kind.get("Secret", {}).values()

@@ -24,14 +24,14 @@ import tempfile
 import time
 import urllib.request
 from collections import Counter, defaultdict
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pipeline import stack
 from pipeline.adapters.kafka_admin import apply_catalog
 from pipeline.adapters.publisher import ArrivalPublisher
-from pipeline.catalog import TopicSpec, load_catalog
+from pipeline.catalog import TopicSpec, load_catalog, settings_catalog
 from pipeline.config import Settings, read_env_file
 from pipeline.events import DeadLetter, ObjectRef, RoutedCall, Transcript, decode
 from pipeline.ops.plan import (
@@ -322,7 +322,9 @@ def run(settings: Settings, opts: argparse.Namespace) -> dict[str, Any]:
     planned = night_plan(opts, audio_by_bucket, settings.bucket_names, cost_factors(good, buckets, engine_opts))
     workers = workers_per_bucket(opts, planned, settings.bucket_names)
     partitions = bucket_partitions(opts, catalog, workers, busiest_bucket(workers, audio_by_bucket))
-    catalog = [replace(t, partitions=partitions.get(t.name, t.partitions)) for t in catalog]
+    # the deployment's setting, as an operator would set it from `callqa plan`; the stages get it too
+    settings = settings.model_copy(update={"topic_partitions": {**settings.topic_partitions, **partitions}})
+    catalog = settings_catalog(settings)
     apply_catalog(settings, catalog)
     arrivals_partitions = next(t.partitions for t in catalog if t.name == "audio.arrivals")
     routers, router_count = router_plan(opts, arrivals_partitions)

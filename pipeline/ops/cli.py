@@ -270,7 +270,7 @@ def plan_cmd(
     with --calls-per-day, the router processes (and their CPU) to route the day's arrivals."""
     from dataclasses import asdict
 
-    from pipeline.catalog import load_catalog
+    from pipeline.catalog import settings_catalog
     from pipeline.ops.plan import (
         bucket_cost_factors,
         parse_mix,
@@ -293,13 +293,13 @@ def plan_cmd(
         routers = None
         if calls_per_day is not None:
             partitions = arrivals_partitions or next(
-                t.partitions for t in load_catalog(cfg.bucket_names) if t.name == "audio.arrivals"
+                t.partitions for t in settings_catalog(cfg) if t.name == "audio.arrivals"
             )
             within = parse_window(arrivals_over) if arrivals_over else route_within_s
             routers = plan_routers(calls_per_day, within, partitions, router_arrivals_per_s, router_cpu_ms_per_call)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
-    catalog = {t.name: t.partitions for t in load_catalog(cfg.bucket_names)}
+    catalog = {t.name: t.partitions for t in settings_catalog(cfg)}
     warnings = partition_warnings(result, {b: catalog[f"audio.bucket.{b}"] for b in cfg.bucket_names})
     if as_json:
         echo_json({

@@ -173,9 +173,11 @@ def partition_warnings(result: Plan, partitions: dict[str, int], topic: str = "a
             if b.workers > have
             else f"the busiest holds {math.ceil(have / b.workers)}, {b.workers / pace:.2f}x the even share"
         )
+        name = topic.format(b.bucket)
         out.append(
             f"{b.bucket}: {b.workers} workers over {have} partitions work at the pace of {pace:g} ({why}); "
-            f"raise {topic.format(b.bucket)} to {b.partitions} partitions (topics/catalog.yaml, callqa topics apply)"
+            f"raise {name} to {b.partitions} partitions (settings: CALLQA_TOPIC_PARTITIONS="
+            f"'{{\"{name}\": {b.partitions}}}', then callqa topics apply --execute)"
         )
     return out
 

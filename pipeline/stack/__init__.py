@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from pipeline.catalog import load_catalog
+from pipeline.catalog import settings_catalog
 from pipeline.config import STACK_ENV_FILE, Settings, write_env_file
 from pipeline.errors import StackError
 from pipeline.stack import kafka
@@ -108,7 +108,7 @@ def _start_servers(settings: Settings, state_dir: Path, libs: Path, minio_binary
     conn = settings.model_copy(update={"kafka_bootstrap": bootstrap, "s3_endpoint": f"127.0.0.1:{minio_port}"})
     wait_for_broker(conn)
     # The arrivals topic must exist before MinIO connects to publish onto it.
-    apply_catalog(conn, load_catalog(settings.bucket_names, settings.replication_factor))
+    apply_catalog(conn, settings_catalog(settings))
     timings["kafka_s"] = time.monotonic() - t1
     t2 = time.monotonic()
     minio_pid = minio.start(
