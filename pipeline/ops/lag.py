@@ -13,6 +13,7 @@ transaction timeout of the stages, that is ``stalled``.
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -42,17 +43,19 @@ class RateTracker:
             series.pop(0)  # keep one sample at or beyond the window's start
 
     def rate(self, key: str) -> float | None:
-        """The slope from where the value last stood before it moved in the window: a stretch at the
-        window's start where nothing was consumed (workers still joining, nothing to read yet) is not
-        the group's throughput, and counted in it put a night's first ETAs at 2-3x the finish. Never
+        """The least-squares slope of the samples from where the value last stood before it moved in
+        the window. A stretch at the window's start where nothing was consumed (workers still joining,
+        nothing to read yet) is not the group's throughput: counted in, it put a night's first ETAs at
+        2-3x the finish. The value moves in steps (a batch's commit), so a slope between the two end
+        samples alone is off by up to a batch at each end; the fitted line is off by far less. Never
         moved in the window: 0 (stalled)."""
         series = self.samples.get(key) or []
         moved = next((i for i, (_, v) in enumerate(series) if v != series[0][1]), None)
-        start = 0 if moved is None else moved - 1
-        if len(series) - start < 2 or series[-1][0] - series[start][0] < self.min_span_s:
+        points = series[0 if moved is None else moved - 1:]
+        if len(points) < 2 or points[-1][0] - points[0][0] < self.min_span_s:
             return None
-        (t0, v0), (t1, v1) = series[start], series[-1]
-        return (v1 - v0) / (t1 - t0)
+        t0 = points[0][0]  # epoch seconds: fit on times relative to the first, for precision
+        return statistics.linear_regression([t - t0 for t, _ in points], [v for _, v in points]).slope
 
     def oldest_span_s(self, now: float) -> float:
         return max((now - s[0][0] for s in self.samples.values() if s), default=0.0)

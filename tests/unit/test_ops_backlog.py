@@ -80,8 +80,21 @@ def test_time_before_the_group_moved_in_the_window_is_not_counted_in_its_rate() 
     for t in (30.0, 40.0):
         tracker.add("k", t, (t - 20.0) * 5.0)
     assert tracker.rate("k") == pytest.approx(5.0)  # from t=20, not 1.25 from t=0
-    tracker.add("k", 50.0, 100.0)  # a stall after it moved counts
-    assert tracker.rate("k") == pytest.approx(100.0 / 30.0)
+    tracker.add("k", 50.0, 100.0)  # a stall after it moved counts: the line through 0, 50, 100, 100
+    assert tracker.rate("k") == pytest.approx(3.5)
+
+
+def test_the_rate_of_a_value_moving_in_batch_steps_is_not_off_by_a_batch_at_each_end() -> None:
+    # 100 audio s/s, committed in batches of 400 every 4 s; sampled every 6 s, the first sample just
+    # after a commit and the last just before one: the end samples alone give 93.4 (a batch short),
+    # the fitted line 97.0
+    tracker = RateTracker(window_s=300, min_span_s=2)
+    for i in range(11):
+        t = 0.01 + 6.0 * i - (0.02 if i == 10 else 0.0)
+        tracker.add("k", t, 400.0 * (t // 4.0))
+    (t0, v0), (t1, v1) = tracker.samples["k"][0], tracker.samples["k"][-1]
+    assert (v1 - v0) / (t1 - t0) == pytest.approx(93.4, abs=0.1)
+    assert tracker.rate("k") == pytest.approx(97.0, abs=0.1)
 
 
 def test_verdict_against_the_window_end() -> None:
