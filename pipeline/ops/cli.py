@@ -268,6 +268,7 @@ def plan_cmd(
 ) -> None:
     """Workers, accelerators and partitions per bucket to finish a day's audio inside the window;
     with --calls-per-day, the router processes (and their CPU) to route the day's arrivals."""
+    import json
     from dataclasses import asdict
 
     from pipeline.catalog import settings_catalog
@@ -276,6 +277,7 @@ def plan_cmd(
         parse_mix,
         parse_window,
         partition_warnings,
+        partitions_setting,
         plan,
         plan_routers,
         rtfx_from_metrics,
@@ -300,11 +302,13 @@ def plan_cmd(
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
     catalog = {t.name: t.partitions for t in settings_catalog(cfg)}
-    warnings = partition_warnings(result, {b: catalog[f"audio.bucket.{b}"] for b in cfg.bucket_names})
+    have = {b: catalog[f"audio.bucket.{b}"] for b in cfg.bucket_names}
+    warnings = partition_warnings(result, have)
+    setting = partitions_setting(result, have, cfg.topic_partitions)
     if as_json:
         echo_json({
             **asdict(result), "busy_s": result.busy_s, "utilisation": result.utilisation,
-            "partition_warnings": warnings,
+            "partition_warnings": warnings, "topic_partitions": setting,
             "routers": routers and {**asdict(routers), "arrivals_per_s_needed": routers.arrivals_per_s_needed,
                                     "cpu_cores": routers.cpu_cores, "burst": arrivals_over is None},
         })
@@ -318,6 +322,8 @@ def plan_cmd(
                f"{result.busy_s / 3600:.2f} h ({result.utilisation:.0%} of the window)")
     for warning in warnings:
         typer.echo(f"warning: {warning}")
+    if warnings:
+        typer.echo(f"all of them: CALLQA_TOPIC_PARTITIONS='{json.dumps(setting)}', then callqa topics apply --execute")
     if routers is None:
         typer.echo("routers: give --calls-per-day to size them")
         return

@@ -160,6 +160,19 @@ def effective_workers(workers: int, partitions: int) -> float:
     return partitions / math.ceil(partitions / workers)
 
 
+def partitions_setting(
+    result: Plan, partitions: dict[str, int], current: dict[str, int], topic: str = "audio.bucket.{}"
+) -> dict[str, int]:
+    """The deployment's topic_partitions with every bucket raised where its partitions hold the plan's
+    workers back (as :func:`partition_warnings` says); unchanged where none does."""
+    raised = {
+        topic.format(b.bucket): b.partitions
+        for b in result.buckets
+        if b.bucket in partitions and b.workers and effective_workers(b.workers, partitions[b.bucket]) < b.workers
+    }
+    return {**current, **raised}
+
+
 def partition_warnings(result: Plan, partitions: dict[str, int], topic: str = "audio.bucket.{}") -> list[str]:
     """Where a bucket topic's partitions (as they are now) hold the plan's workers back."""
     out = []

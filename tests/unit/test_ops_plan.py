@@ -14,6 +14,7 @@ from pipeline.ops.plan import (
     parse_window,
     partition_warnings,
     partitions_for,
+    partitions_setting,
     plan,
     plan_routers,
     rtfx_from_metrics,
@@ -62,6 +63,9 @@ def test_the_plan_warns_where_the_topics_partitions_hold_its_workers_back() -> N
     (warning,) = partition_warnings(busy, dict.fromkeys(BUCKETS, 6))
     assert warning.startswith("long: 8 workers over 6 partitions work at the pace of 6 ")
     assert "raise audio.bucket.long to 16 partitions" in warning
+    current = {"audio.arrivals": 12}
+    assert partitions_setting(busy, dict.fromkeys(BUCKETS, 6), current) == {"audio.arrivals": 12, "audio.bucket.long": 16}
+    assert partitions_setting(busy, {**dict.fromkeys(BUCKETS, 6), "long": 16}, current) == current  # nothing to raise
 
 
 def test_the_plan_pays_each_buckets_batching_costs() -> None:
