@@ -21,6 +21,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from collections import Counter, defaultdict
@@ -168,6 +169,45 @@ class NightRun:
     dead_ids: set[str] = field(default_factory=set)
     timeline: list[tuple[float, int]] = field(default_factory=list)  # (s since published, calls finished)
     lag: LagSampler | None = None  # `callqa lag` sampled over the night
+    broker: BrokerRestart | None = None  # the broker restart drill, when the night has one
+
+
+@dataclass
+class BrokerRestart:
+    """The broker stopped and started again on its data mid-night (in a thread: the night goes on
+    watching), and the first transcript of each bucket after it was back."""
+
+    settings: Settings
+    events: list[dict[str, Any]]
+    back_at: float | None = None
+    first_output_at: dict[str, float] = field(default_factory=dict)
+    error: str | None = None
+
+    def start(self) -> None:
+        self.events.append({"at": time.time(), "what": "broker restart", "bucket": None})
+        threading.Thread(target=self._restart, name="broker-restart", daemon=True).start()
+
+    def _restart(self) -> None:
+        try:
+            stack.restart_kafka(self.settings)
+        except Exception as exc:  # noqa: BLE001 - reported in night.json, the night goes on
+            self.error = f"{type(exc).__name__}: {exc}"
+        self.back_at = time.time()
+        self.events.append({"at": self.back_at, "what": "broker back", "bucket": None})
+
+    def saw(self, bucket: str) -> None:
+        if self.back_at is not None:
+            self.first_output_at.setdefault(bucket, time.time())
+
+    def figures(self) -> dict[str, Any]:
+        stopped = next(e["at"] for e in self.events if e["what"] == "broker restart")
+        back = self.back_at
+        return {
+            "down_s": round(back - stopped, 2) if back else None,
+            "error": self.error,
+            # per bucket with work left: seconds from the broker back to its first transcript
+            "outputs_again_s": {b: round(t - back, 2) for b, t in sorted(self.first_output_at.items())} if back else {},
+        }
 
 
 def _metric(port: int, name: str) -> float:
@@ -287,6 +327,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--kill-at", type=float, default=0.3, help="SIGKILL a worker at this share done (0: never)")
     parser.add_argument("--scale-out-at", type=float, default=0.5, help="add workers at this share done (0: never)")
     parser.add_argument("--scale-out-by", type=int, default=1)
+    parser.add_argument(
+        "--broker-restart-at", type=float, default=0.0, help="restart the broker at this share done (0: never)"
+    )
     parser.add_argument("--timeout-s", type=float, default=1200.0)
     parser.add_argument(
         "--lag-every-s",
@@ -388,6 +431,7 @@ def _night(state: NightRun) -> NightRun:
     done_ids: set[str] = set()
     dead_ids, timeline, counts, transcripts = state.dead_ids, state.timeline, state.counts, state.transcripts
     killed = scaled = False
+    buckets = Buckets(settings.bucket_edges_s, settings.bucket_names)
     deadline = published_at + opts.timeout_s
     while time.time() < deadline:
         for msg in reader.poll(1.0)[sum(counts.values()) :]:
@@ -397,6 +441,8 @@ def _night(state: NightRun) -> NightRun:
                 t = decode(msg.value(), Transcript)
                 transcripts.append(t)
                 done_ids.add(t.call_id)
+                if state.broker is not None:
+                    state.broker.saw(buckets.bucket_for(t.duration_s))
             elif topic in ("asr.dlq", "router.dlq"):
                 dead_ids.add(_letter_call(decode(msg.value(), DeadLetter)))
         finished = len(done_ids | dead_ids)
@@ -435,6 +481,9 @@ def _night(state: NightRun) -> NightRun:
             sim.events.append(
                 {"at": time.time(), "what": f"scale out {busiest} +{opts.scale_out_by}", "bucket": busiest}
             )
+        if opts.broker_restart_at and state.broker is None and share >= opts.broker_restart_at:
+            state.broker = BrokerRestart(settings, sim.events)
+            state.broker.start()
         if finished >= len(night) and counts["qa.findings"] >= len(done_ids):
             break
     reader.poll(5.0)  # anything late (a duplicate) still counts
@@ -531,6 +580,7 @@ def report(state: NightRun) -> dict[str, Any]:
         "lag_failures": lag.failures[:5] if lag else [],
         "rebalance_max_s": max(rebalance.values()) if rebalance else None,
         "rebalance_s": rebalance,
+        "broker_restart": state.broker.figures() if state.broker else None,
         "peak_rss_mb": dict(peak),
         "audio_h": round(sum(audio_by_bucket.values()) / 3600, 2),
         "audio_h_by_bucket": {b: round(v / 3600, 2) for b, v in audio_by_bucket.items()},
@@ -578,6 +628,8 @@ def _rebalance_pauses(sim: Night) -> dict[str, float]:
     the rebalance of a scale-out 20 s later into a kill's once made a 7 s recovery read 31 s."""
     pauses = {}
     for n, event in enumerate(sim.events):
+        if event["bucket"] is None:  # not a membership change (the broker restart)
+            continue
         later = [e["at"] for e in sim.events[n + 1 :] if e["bucket"] == event["bucket"] and "restart" not in e["what"]]
         until = min([event["at"] + 120, *later])
         last = None

@@ -17,8 +17,10 @@ from faust.types import TP
 from pipeline.adapters.faust_auth import faust_ignored_keys, faust_security
 from pipeline.catalog import load_catalog
 from pipeline.config import Settings
+from pipeline.events import SourcePosition
 from pipeline.logs import get_logger
 from pipeline.runtime.health import StageHealth
+from pipeline.stages.outputs import Received
 from pipeline.stages.sizes import MessageLimits
 
 log = get_logger("callqa.faust")
@@ -75,6 +77,13 @@ class CommitMonitor(Monitor):
         super().on_tp_commit(tp_offsets)  # type: ignore[arg-type]
         for listener in self.commit_listeners:
             listener(tp_offsets)
+
+
+def as_received(event: Any) -> Received:
+    """A Faust event as a stage's input: its value, key, where it was read, and its headers."""
+    msg = event.message
+    return Received(event.value, event.key, SourcePosition(topic=msg.topic, partition=msg.partition,
+                                                           offset=msg.offset), event.headers)
 
 
 def on_commit(app: faust.App, listener: Callable[[Mapping[Any, int]], None]) -> None:

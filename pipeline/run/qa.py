@@ -19,6 +19,7 @@ from confluent_kafka import KafkaException
 
 from pipeline.adapters.faust_app import (
     abort_open_transactions_on_revoke,
+    as_received,
     create_faust_app,
     send_batch_in_source_transactions,
     stop_transactions_of_lost_partitions,
@@ -28,7 +29,6 @@ from pipeline.adapters.faust_app import (
 from pipeline.catalog import load_catalog
 from pipeline.config import Settings
 from pipeline.errors import CallQAError
-from pipeline.events import SourcePosition
 from pipeline.logs import get_logger
 from pipeline.qa import QAEngine
 from pipeline.run.qa_step import TranscriptStep
@@ -70,10 +70,8 @@ def create_app(settings: Settings, app_id: str = "callqa-qa", health: StageHealt
 
     async def evaluate_batch(loop: asyncio.AbstractEventLoop, events: list) -> None:
         """Evaluate a batch in turn off the event loop, then send every result with one wait for all."""
-        batch = [(event.message, Received(event.value, event.key, SourcePosition(
-            topic=event.message.topic, partition=event.message.partition, offset=event.message.offset),
-            event.headers)) for event in events
-            if step.wanted(event.message.topic, event.message.partition, event.message.offset, event.headers)]
+        batch = [(event.message, as_received(event)) for event in events
+                 if step.wanted(event.message.topic, event.message.partition, event.message.offset, event.headers)]
         # Off the event loop: heavy calls must not stall heartbeats. It never raises.
         timed = await loop.run_in_executor(None, lambda: [_timed(step.evaluate, r) for _, r in batch])
         outcomes = [outcome for outcome, _ in timed]

@@ -38,6 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 import faust
 
 from pipeline.adapters.faust_app import (
+    as_received,
     create_faust_app,
     on_commit,
     send_batch_in_source_transactions,
@@ -49,13 +50,12 @@ from pipeline.adapters.minio_store import retrying_store
 from pipeline.catalog import load_catalog
 from pipeline.config import Settings
 from pipeline.errors import StackError
-from pipeline.events import SourcePosition
 from pipeline.run.router_markers import MarkerLoader
 from pipeline.run.router_step import ArrivalStep
 from pipeline.runtime.health import StageHealth
 from pipeline.runtime.lag_kafka import recover_progress
 from pipeline.stages.markers import MarkerSet, check_co_partitioned
-from pipeline.stages.outputs import SEEN, Received, Writer
+from pipeline.stages.outputs import SEEN, Writer
 from pipeline.stages.router import ArrivalRouter
 from pipeline.stages.routing import Buckets
 from pipeline.stages.sizes import MessageLimits
@@ -126,10 +126,8 @@ def create_app(settings: Settings, app_id: str = "callqa-router", health: StageH
     async def route_batch(loop: asyncio.AbstractEventLoop, events: list) -> None:
         """Route one batch of events: probes at once, decisions in order, one wait for all sends."""
         started = time.perf_counter()
-        batch = [(event.message, Received(event.value, event.key, SourcePosition(
-            topic=event.message.topic, partition=event.message.partition, offset=event.message.offset),
-            event.headers)) for event in events
-            if step.wanted(event.message.topic, event.headers)]  # else a redrive for another router group
+        batch = [(event.message, as_received(event)) for event in events
+                 if step.wanted(event.message.topic, event.headers)]  # else a redrive for another router group
         seen_of: dict[int, MarkerSet] = {}
         for msg, _ in batch:
             if msg.partition not in seen_of:  # routing waits until the partition's markers are in

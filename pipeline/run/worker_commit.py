@@ -128,9 +128,9 @@ class BatchCommitter:
             self.producer.send_offsets_to_transaction,
             [TopicPartition(t, p, o) for (t, p), o in plan.offsets.items()],
             self.consumer.consumer_group_metadata(),
-            30,
+            TXN_CALL_TIMEOUT_S,
         )
-        _with_deadline(self.producer.commit_transaction, 30)
+        _with_deadline(self.producer.commit_transaction, TXN_CALL_TIMEOUT_S)
 
     def _report_lag(self, committed: dict[tuple[str, int], int]) -> None:
         for (topic, partition), offset in committed.items():
@@ -209,7 +209,15 @@ def _close_in_background(producer: TransactionalProducer) -> threading.Thread:
     return thread
 
 
-def _with_deadline(call, *args, grace_s: float = 10.0):
+# A transactional call's own timeout; past it plus the grace the call is taken as hung. On a healthy
+# broker these calls take milliseconds, so a timeout is a broker or coordinator gone: at 30 s + 10 s
+# a simulated night's broker restart (down 5.9 s) left every bucket without output for 37-39 s after
+# the broker was back. A call that overruns on a slow broker costs a rewind, never a duplicate.
+TXN_CALL_TIMEOUT_S = 15.0
+TXN_CALL_GRACE_S = 5.0
+
+
+def _with_deadline(call, *args, grace_s: float = TXN_CALL_GRACE_S):
     """Run a blocking transactional call, giving up when it overruns its own timeout.
 
     librdkafka's send_offsets_to_transaction can ignore its timeout and block for good

@@ -3,7 +3,8 @@
 A topic just created, or a broker under load, answers ListOffsets with NOT_LEADER_FOR_PARTITION
 or LEADER_NOT_AVAILABLE until the partition's leadership reaches the client's metadata; a fresh
 cluster answers committed-offset reads with NOT_COORDINATOR while it elects the group's
-coordinator. Each is retried to a deadline, then raised as a StackError that names the read.
+coordinator; a broker just restarted answers with leader-epoch errors. Each is retried to a
+deadline, then raised as a StackError that names the read.
 """
 
 from __future__ import annotations
@@ -25,6 +26,10 @@ _MOVING = {
     KafkaError.NOT_LEADER_FOR_PARTITION,
     KafkaError.LEADER_NOT_AVAILABLE,
     KafkaError.UNKNOWN_TOPIC_OR_PART,
+    # a broker just restarted answers ListOffsets with these until its leader epochs settle
+    # (`callqa lag` in a simulated night's broker restart: "Leader epoch is newer than broker epoch")
+    KafkaError.UNKNOWN_LEADER_EPOCH,
+    KafkaError.FENCED_LEADER_EPOCH,
 }
 
 

@@ -27,6 +27,12 @@ def test_not_leader_and_no_coordinator_yet_are_read_again() -> None:
     assert len(calls) == 3
 
 
+def test_a_restarted_brokers_leader_epochs_are_read_again() -> None:
+    read, calls = failing([KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.FENCED_LEADER_EPOCH])
+    assert retrying(read, "low offsets", timeout_s=5, pause_s=0) == 7
+    assert len(calls) == 3
+
+
 def test_a_lasting_refusal_ends_in_a_stack_error_naming_the_read() -> None:
     read, calls = failing([KafkaError.LEADER_NOT_AVAILABLE] * 1000)
     with pytest.raises(StackError, match="cannot read end offsets"):
