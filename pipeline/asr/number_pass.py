@@ -61,6 +61,7 @@ from pipeline.asr.numbers import (
     around_number,
     cut_loop,
     extend_to_speech,
+    invented_rest,
     loops_on_digits,
     merge_number_texts,
     plan_number_regions,
@@ -131,6 +132,7 @@ class NumberPass:
         self.replaced = 0
         self.fallbacks = 0  # region decodes done again at a temperature
         self.locked = 0  # region decodes done again with digits only after the first
+        self.invented = 0  # rests of region decodes dropped: the digit prompt, not the audio
         self.seconds = 0.0
         self._memories: dict[tuple, torch.Tensor] = {}  # encoder outputs of this run's regions
         for lang in languages:
@@ -253,16 +255,20 @@ class NumberPass:
     def _decode_texts(self, lang: str, windows: list[_RegionWindow]) -> dict[int, str]:
         """Text of each window (by id). Where the model ended early, more than ``MIN_RESUME_S``
         before the audio did, the rest is decoded once more and its text appended (as the first
-        pass resumes a window): a number read slowly otherwise loses its last groups."""
+        pass resumes a window): a number read slowly otherwise loses its last groups. A rest that loops
+        or holds more digits than its audio could is dropped (:func:`pipeline.asr.numbers.invented_rest`)."""
         tb = self.engine.tokenizer.special.timestamp_begin
         parts: dict[int, list[str]] = {id(w): [] for w in windows}
         todo = [(w, id(w)) for w in windows]
-        for _ in range(MAX_ROUNDS):
+        for round_ in range(MAX_ROUNDS):
             results = self._decode(self._decoder(lang), [w for w, _ in todo])
             later = []
             for w, origin in todo:
                 tokens = results[id(w)]
                 text = self.engine.text_of(tokens, lang)
+                if round_ and invented_rest(text, w.duration_s):
+                    self.invented += 1
+                    continue
                 parts[origin].append(text)
                 spans = timed_spans(tokens, tb, TIME_STEP_S, w.duration_s)
                 done_s = spans[-1].end_s if spans else w.duration_s

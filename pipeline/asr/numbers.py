@@ -196,6 +196,16 @@ def loops_on_digits(text: str) -> bool:
     return loops(text) and digit_count(text) > 0
 
 
+def invented_rest(text: str, duration_s: float) -> bool:
+    """Whether the text of a region's rest (the audio after the model ended a number decode early,
+    decoded once more) is the digit prompt speaking rather than the audio: it loops, or holds more
+    digits than ``duration_s`` of speech could (``MAX_DIGITS_PER_S``). Over the last 1.2 s of an
+    engineer's visit being booked, the rest read "The ID is 1, 0, 0, 0, 0, 0, 0"; joined to the
+    region's good text ("… is 4, 1, 4, 7, 9, 4. The engineer can confirm on the") it made the whole
+    region read as a loop, decoded four times more at temperatures, the coolest taken: "414, 4, 5, 4"."""
+    return loops(text) or digit_count(text) > MAX_DIGITS_PER_S * duration_s
+
+
 def reads_as_number(text: str) -> bool:
     """Whether a decode of a number region reads as one long number, loop-free."""
     return not loops(text) and longest_digit_run(text) >= MIN_ACCEPT_DIGITS

@@ -5,6 +5,7 @@ from pipeline.asr.numbers import (
     around_number,
     cut_loop,
     extend_to_speech,
+    invented_rest,
     loops,
     loops_on_digits,
     merge_number_texts,
@@ -255,3 +256,13 @@ def test_a_second_decode_that_reads_part_of_its_region_twice_is_not_taken() -> N
     assert splice_number("it's 1015 euros, and my number is near oh", "it's 1, 0, 1, 5, 2, 2 euros") == (
         "it's 1, 0, 1, 5, 2, 2 euros, and my number is near oh"
     )
+
+
+def test_a_rest_that_loops_or_reads_digits_faster_than_speech_is_the_prompt_not_the_audio() -> None:
+    # the last 1.2 s of a region after the model ended early, prompted with digits
+    assert invented_rest("The ID is 1, 0, 0, 0, 0, 0, 0", 1.2)  # a loop
+    assert invented_rest("The card is 6, 5, 4, 5, 6, 7, 8, 0, 1, 8. And the phone", 1.1)  # 10 digits in 1.1 s
+    # the rest of a number read slowly is speech: kept
+    assert not invented_rest("7, 9, 4, 2.", 1.2)
+    assert not invented_rest("The engineer can confirm on the fifth of March.", 3.0)
+    assert not invented_rest("尾号是4, 5, 1, 2。", 2.0)
