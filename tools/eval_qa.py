@@ -274,7 +274,8 @@ def transcribe(
         if engine.numbers is not None:
             n = engine.numbers
             print(f"number pass: {n.regions} regions decoded again ({n.fallbacks} more decodes at a temperature, "
-                  f"of looped ones; {n.locked} with digits only), {n.replaced} replaced, {n.seconds:.0f} s")
+                  f"of looped ones; {n.locked} with digits only; {n.invented} invented rests dropped), {n.replaced} replaced, "
+                  f"{n.seconds:.0f} s")
         for (_, _, key), transcript in zip(todo, out, strict=True):
             cached[key] = _call_text(transcript)
             if reuse:
