@@ -11,6 +11,8 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import signal
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -228,3 +230,61 @@ def test_the_stage_refuses_to_start_without_its_bucket(settings: Settings, uniqu
     result = callqa(settings, "redact", "--bucket", f"none-{unique}", "--group", f"redact-{unique}")
     assert result.returncode == 2
     assert f"none-{unique}" in result.stderr and "does not exist" in result.stderr
+
+
+def test_a_killed_stage_publishes_one_event_per_transcript_and_every_copy_is_whole(
+    copies: Settings, unique: str, tmp_path: Path
+) -> None:
+    """SIGKILL in the middle of a stream of transcripts, then a restart in the same group: every
+    transcript with PII gets exactly one committed audio.redacted event, and every copy named by one
+    is the original with its span cut (a put that the kill left uncommitted is simply written again)."""
+    cfg = copies
+    client = storage_client(cfg)
+    n = 120
+    rng = np.random.default_rng(5)
+    originals, calls = {}, []
+    for i in range(n):  # in the copies bucket: no notification, so no router or worker is needed
+        pcm = rng.integers(-3000, 3000, size=(40_000, 2), dtype=np.int16)
+        buf = io.BytesIO()
+        sf.write(buf, pcm, 8000, subtype="PCM_16", format="WAV")
+        key = f"in/{i:03d}.wav"
+        put = client.put_object(cfg.redact_bucket, key, io.BytesIO(buf.getvalue()), len(buf.getvalue()))
+        originals[f"k{i:03d}"] = pcm
+        t = bad_transcript(f"k{i:03d}", ObjectRef(bucket=cfg.redact_bucket, key=key, etag=put.etag))
+        calls.append(t.model_copy(update={"duration_s": 5.0}))
+    produce(cfg, "asr.transcripts", [(t.call_id.encode(), encode(t)) for t in calls])
+
+    reader = TopicReader(cfg, ["audio.redacted", "redact.dlq"])
+    env = redact_env(cfg)
+    first = spawn(cfg, tmp_path / "redact.log", "redact", "--group", f"redact-{unique}", **env)
+    try:
+        reader.wait_for(lambda _: len(events(reader, "audio.redacted", AudioRedacted)), 15, timeout_s=180, settle_s=0)
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+        done_before = len(events(reader, "audio.redacted", AudioRedacted))
+        assert 0 < done_before < n, "the stage was not killed in the middle of the stream"
+        second = spawn(cfg, tmp_path / "redact.log", "redact", "--group", f"redact-{unique}", **env)
+        try:
+            reader.wait_for(lambda _: len(events(reader, "audio.redacted", AudioRedacted)), n, timeout_s=300)
+        finally:
+            stop(second)
+    finally:
+        stop(first)
+    log = (tmp_path / "redact.log").read_text()[-3000:]
+    assert events(reader, "redact.dlq", DeadLetter) == [], log
+    published = events(reader, "audio.redacted", AudioRedacted)
+    counts = Counter(e.call_id for e in published)
+    assert set(counts) == set(originals), log
+    assert max(counts.values()) == 1, [k for k, v in counts.items() if v > 1][:5]
+    for event in published:
+        resp = client.get_object(cfg.redact_bucket, event.key)
+        data = resp.read()
+        resp.close()
+        resp.release_conn()
+        assert hashlib.sha256(data).hexdigest() == event.sha256, event.key  # the stored copy is the one named
+        redacted, _ = sf.read(io.BytesIO(data), dtype="int16")
+        original = originals[event.call_id]
+        cut = np.zeros(len(original), dtype=bool)
+        cut[int((1.5 - GUARD_S) * 8000) : int(np.ceil((3.5 + GUARD_S) * 8000))] = True
+        assert not redacted[cut, 1].any() and np.array_equal(redacted[~cut, 1], original[~cut, 1])
+        assert np.array_equal(redacted[:, 0], original[:, 0])
