@@ -394,11 +394,18 @@ def redact_cmd(
     prefix: Annotated[Optional[str], typer.Option(help="Key prefix of the copies (default: redact_prefix).")] = None,
     redact_with: Annotated[Optional[RedactWith], typer.Option(
         help="What replaces the PII audio (default: redact_with, silence).")] = None,
+    replace_original: Annotated[Optional[bool], typer.Option(
+        "--replace-original/--keep-original",
+        help="Also write each copy over its original recording (same key, only while it is the transcribed "
+             "content) and remove the original's version: the unredacted audio is gone for good. Not for "
+             "converted copies (lossy originals are kept). Default: redact_replace_original, off. The stage's "
+             "MinIO user needs write and delete-version rights on the recordings bucket (deploy/README.md).")] = None,
     bootstrap_server: BootstrapOpt = None,
     command_config: CommandConfigOpt = None,
 ) -> None:
     """Run the redaction stage: asr.transcripts → a redacted copy of each recording with PII in the object
-    store + its audio.redacted event (bad input: redact.dlq)."""
+    store + its audio.redacted event (bad input: redact.dlq); with --replace-original the copy also
+    replaces the original."""
     import faust
 
     from pipeline.run.redact import check_target, create_app
@@ -407,7 +414,8 @@ def redact_cmd(
 
     cfg = kafka_settings(settings(), bootstrap_server, command_config)
     overrides = {k: v for k, v in {"redact_bucket": bucket, "redact_prefix": prefix,
-                                   "redact_with": redact_with.value if redact_with else None}.items() if v is not None}
+                                   "redact_with": redact_with.value if redact_with else None,
+                                   "redact_replace_original": replace_original}.items() if v is not None}
     if overrides:
         cfg = load_settings(**{**cfg.model_dump(), **overrides})  # validated as any setting is
     check_target(cfg)

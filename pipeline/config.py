@@ -96,6 +96,11 @@ class Settings(BaseSettings):
     redact_prefix: str = ""
     redact_with: Literal["silence", "tone"] = "silence"
     redact_max_copy_bytes: int = Field(default=1 << 30, gt=0)
+    # Issue 31's optional policy (off by default): after its copy is written and verified, the copy's
+    # bytes also replace the original at its own key (conditional on the transcribed ETag) and, in a
+    # versioned recordings bucket, the transcribed version is removed. Not for converted copies (a lossy
+    # original, whose copy is a WAV): those originals are kept. The unredacted audio is then gone.
+    redact_replace_original: bool = False
 
     # QA rule packs added to the default pack (files or folders of YAML)
     qa_rule_packs: tuple[Path, ...] = ()

@@ -24,7 +24,8 @@ from pipeline.lineage import lineage_of, replay_id_of
 # 1.2: replay_id is a lineage (each replaying stage adds its id, see pipeline.lineage); replay_lineage;
 #      Transcript.language_probabilities + unsupported_language; QAResult.judged + unsupported_language;
 #      DeadLetter headers, group, replay_id, truncated, original_payload_bytes; reason object_changed;
-#      AudioRedacted (audio.redacted); DeadLetter stage redact, reason write_failed
+#      AudioRedacted (audio.redacted); DeadLetter stage redact, reason write_failed;
+#      AudioRedacted.original_replaced (optional, false when absent)
 SCHEMA_VERSION = "1.2"
 SUPPORTED_MAJOR = 1
 
@@ -329,6 +330,11 @@ class AudioRedacted(Replayed):
     replay_id: str | None = Field(default=None, description="the transcript's replay_id")
     replay_lineage: list[str] = Field(default_factory=list, description="the transcript's replay lineage")
     redacted_at: datetime = Field(default_factory=utc_now)
+    original_replaced: bool = Field(
+        default=False,
+        description="true: the copy's bytes were also written over the original at its own key (the policy "
+                    "redact_replace_original) and, in a versioned bucket, the source version was removed; "
+                    "false (or absent): the original is as it was")
 
 
 EVENT_TYPES: dict[str, type[Event]] = {

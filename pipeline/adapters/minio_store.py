@@ -112,6 +112,33 @@ class MinioStore:
             raise classify("write", ref, exc) from exc
         return ObjectInfo(len(data), (result.etag or "").strip('"') or None, result.version_id, dict(metadata or {}))
 
+    def put_if_match(self, ref: ObjectRef, data: bytes, content_type: str, metadata: dict[str, str]) -> ObjectInfo:
+        """One PutObject request with ``If-Match: <ref.etag>``: the server writes only while the key
+        holds that content (412 PreconditionFailed, :class:`ObjectChanged`, otherwise), so nothing written
+        to the key after the check is overwritten. minio-py's ``put_object`` sends no request headers of
+        the caller's (it would store ``If-Match`` as user metadata), so this is its single-part
+        ``_put_object`` with the headers put_object would send: one request, up to S3's 5 GiB."""
+        if not ref.etag:
+            raise ObjectChanged(f"{ref.bucket}/{ref.key}: no etag to write against")
+        headers: dict[str, str | list[str] | tuple[str]] = {
+            "Content-Type": content_type,
+            "If-Match": f'"{ref.etag.strip(chr(34))}"',
+        }
+        headers.update({f"{_META_PREFIX}{k}": v for k, v in metadata.items()})
+        try:
+            result = self.client._put_object(ref.bucket, ref.key, data, headers)
+        except Exception as exc:  # noqa: BLE001 - classified: transient or permanent
+            raise classify("write", ref, exc) from exc
+        return ObjectInfo(len(data), (result.etag or "").strip('"') or None, result.version_id, dict(metadata))
+
+    def remove_version(self, ref: ObjectRef) -> None:
+        if not ref.version_id:
+            raise ValueError(f"{ref.bucket}/{ref.key}: no version to remove")
+        try:
+            self.client.remove_object(ref.bucket, ref.key, version_id=ref.version_id)
+        except Exception as exc:  # noqa: BLE001 - classified: transient or permanent
+            raise classify("remove", ref, exc) from exc
+
 
 def classify(action: str, ref: ObjectRef, exc: Exception) -> StorageError:
     """What a client error means for a retry: transient (5xx, connection refused or reset,

@@ -11,7 +11,9 @@ the other stages) are :mod:`pipeline.run.redact_step`.
 Per transcript with PII: read the original (conditional on its etag), cut, write the copy under its
 deterministic key, then send the event in the input partition's transaction (exactly once). A
 stage killed between the put and the commit reads the transcript again and writes the same key
-again. A transcript without PII: nothing written, nothing sent.
+again. A transcript without PII: nothing written, nothing sent. With ``redact_replace_original`` the
+copy's bytes also replace the original (:meth:`Redactor._replace`); the replacement carries a mark
+that makes a later delivery of the same transcript a success, not ``object_changed``.
 """
 
 from __future__ import annotations
@@ -64,7 +66,13 @@ def create_app(
     settings: Settings, group: str = "callqa-redact", health: StageHealth | None = None, mode: Mode | None = None
 ) -> faust.App:
     target = Target(settings.redact_bucket, settings.redact_prefix)
-    redactor = Redactor(retrying_store(settings), target, mode or settings.redact_with, settings.redact_max_copy_bytes)
+    redactor = Redactor(
+        retrying_store(settings),
+        target,
+        mode or settings.redact_with,
+        settings.redact_max_copy_bytes,
+        settings.redact_replace_original,
+    )
     app = create_faust_app(settings, group)
     input_name, retry_name = settings.topic("asr.transcripts"), settings.topic("redact.retry")
     transcripts = app.topic(

@@ -130,6 +130,17 @@ def redacted_copy(
     return RedactedCopy(buf.getvalue(), copy_name(name, not keep), fmt, subtype, rate, samples.shape[1], not keep)
 
 
+def stored_copy(data: bytes, name: str) -> RedactedCopy:
+    """A copy written before, read back from its bucket, described as :func:`redacted_copy` described it
+    (its format, subtype, rate and channels from its own header). Only a copy that kept the recording's
+    own format is read back so (one that replaced its original): ``converted`` is False."""
+    try:
+        info = soundfile.info(io.BytesIO(data))
+    except (soundfile.LibsndfileError, RuntimeError, TypeError) as exc:
+        raise UnreadableRecording(f"the stored copy {name} cannot be decoded: {decoder_error(exc)}") from exc
+    return RedactedCopy(data, name, info.format, info.subtype, info.samplerate, info.channels, converted=False)
+
+
 def write_redacted(
     store: ObjectStore, call: RoutedCall, transcript: Transcript, out_dir: Path, name: str, mode: Mode = "silence"
 ) -> Written | None:

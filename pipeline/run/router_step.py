@@ -107,4 +107,7 @@ class ArrivalStep:
                        probe_ms=call.probe_ms, total_ms=round((time.perf_counter() - started) * 1000, 2))
         elif isinstance(outcome, Skipped):
             SKIPPED.labels(outcome.why).inc()
-            bound.debug("arrival_skipped", why=outcome.why)
+            if outcome.why == "redacted_original":  # rare and worth a line: a recording was written over
+                bound.info("arrival_skipped", why=outcome.why)
+            else:
+                bound.debug("arrival_skipped", why=outcome.why)

@@ -83,7 +83,7 @@ class NothingToRedact:
 
 RedactOutcome = Redact | NothingToRedact | Dead[None]  # a transcript planned
 RedactedOutcome = AudioRedacted | NothingToRedact | Dead[None]  # a transcript done: what is written of it
-Phase = Literal["read", "write"]
+Phase = Literal["read", "write", "replace"]  # replace: the policy redact_replace_original's step
 
 
 def copy_key(target: Target, transcript: Transcript) -> str:
@@ -185,6 +185,7 @@ def redacted_event(
     channels: int,
     mode: Mode,
     guard_s: float = GUARD_S,
+    original_replaced: bool = False,
 ) -> AudioRedacted:
     """The ``audio.redacted`` event naming a copy that was written (its bytes give size and sha256)."""
     t = plan_.transcript
@@ -216,11 +217,15 @@ def redacted_event(
         ],
         replay_id=t.replay_id,
         replay_lineage=list(t.replay_lineage),
+        original_replaced=original_replaced,
     )
 
 
 def reason_for(error: BaseException, phase: Phase) -> tuple[ReasonCode, str]:
     """A failure's dead-letter reason and message (exception messages name objects, never audio)."""
+    if phase == "replace" and isinstance(error, StorageError) and not isinstance(error, ObjectChanged | MissingObject):
+        detail = "storage unavailable" if isinstance(error, StorageUnavailable) else "storage refused"
+        return "write_failed", f"replacing the original with its copy (the copy is written): {detail}: {error}"
     if isinstance(error, StorageError) and phase == "write":  # the target bucket missing, refused, an outage
         detail = "storage unavailable" if isinstance(error, StorageUnavailable) else "storage refused"
         return "write_failed", f"writing the copy: {detail}: {error}"

@@ -22,7 +22,7 @@ from typing import TypeVar, cast
 from tenacity import RetryCallState, Retrying, retry_if_exception, wait_random_exponential
 
 from pipeline.events import ObjectRef
-from pipeline.stages.storage import NoOutcome, ObjectInfo, ObjectStore, ObjectWriter, StorageError
+from pipeline.stages.storage import NoOutcome, ObjectInfo, ObjectStore, ObjectWriter, OriginalReplacer, StorageError
 
 T = TypeVar("T")
 
@@ -136,6 +136,17 @@ class RetryingStore:
         """Retried like a read: a put of the same bytes under the same key is safe to repeat."""
         writer = cast(ObjectWriter, self.store)
         return self._retry(lambda: writer.put(bucket, key, data, content_type, metadata))
+
+    def put_if_match(self, ref: ObjectRef, data: bytes, content_type: str, metadata: dict[str, str]) -> ObjectInfo:
+        """Retried as well: where a first try was stored but its answer lost, the retry is refused
+        (the ETag is now the replacement's) and the caller finds its own mark at the key."""
+        replacer = cast(OriginalReplacer, self.store)
+        return self._retry(lambda: replacer.put_if_match(ref, data, content_type, metadata))
+
+    def remove_version(self, ref: ObjectRef) -> None:
+        """Retried: removing a version that is already gone succeeds."""
+        replacer = cast(OriginalReplacer, self.store)
+        self._retry(lambda: replacer.remove_version(ref))
 
     def _retry(self, call: Callable[[], T]) -> T:
         return call_with_retry(call, self.backoff, sleep=self.sleep, clock=self.clock, on_retry=self.on_retry)

@@ -1,6 +1,7 @@
 """The routing stage as a plain object: one arrival in, one outcome out.
 
-decode → (skip foreign buckets and non-creations) → stat → de-duplicate → probe →
+decode → (skip foreign buckets, non-creations and the redaction stage's replaced originals) → stat →
+(skip replaced originals the event did not show) → de-duplicate → probe →
 validate → bucket + partition → RoutedCall. In two halves, so that a router can probe several
 arrivals at once and still decide in arrival order: :meth:`ArrivalRouter.inspect` (everything
 that reads storage; any thread) and :meth:`ArrivalRouter.decide` (the de-dup against what
@@ -40,6 +41,7 @@ from pipeline.stages.probe import (
     probe_head,
     validate,
 )
+from pipeline.stages.replaced_originals import is_redacted_original
 from pipeline.stages.routing import (
     Buckets,
     PartitionBalancer,
@@ -57,7 +59,9 @@ class Routed:
     dedup_key: str
 
 
-SkipReason = Literal["not_creation", "foreign_bucket", "duplicate"]
+# redacted_original: the redaction stage's replacement of a recording it redacted
+# (redact_replace_original): already transcribed, as the original it replaced.
+SkipReason = Literal["not_creation", "foreign_bucket", "duplicate", "redacted_original"]
 
 
 @dataclass(frozen=True)
@@ -157,6 +161,8 @@ class ArrivalRouter:
             arrival = decode_arrival(payload)
             if self.accept_buckets is not None and arrival.object.bucket not in self.accept_buckets:
                 return Skipped("foreign_bucket")
+            if is_redacted_original(arrival.metadata):  # MinIO's event carries the object's user metadata
+                return Skipped("redacted_original")
             return self._inspect(arrival, seen, generation)
         except SkipEvent:
             return Skipped("not_creation")
@@ -179,6 +185,8 @@ class ArrivalRouter:
 
     def _inspect(self, arrival: AudioArrived, seen: Container[str], generation: int = 0) -> Inspected:
         info = storage_call(self.store.stat, arrival.object)
+        if is_redacted_original(info.metadata):  # an upstream event without the metadata: the object has it
+            return Skipped("redacted_original")
         # Content identity: a re-put of unchanged bytes is a new version with the same etag.
         ref = ObjectRef(
             bucket=arrival.object.bucket,

@@ -67,6 +67,19 @@ class ObjectWriter(Protocol):
         ...
 
 
+class OriginalReplacer(Protocol):
+    """What the redaction stage's ``redact_replace_original`` policy needs of the recordings' store."""
+
+    def put_if_match(self, ref: ObjectRef, data: bytes, content_type: str, metadata: dict[str, str]) -> ObjectInfo:
+        """Write ``data`` over ``ref.bucket/ref.key`` only while the stored object's ETag is ``ref.etag``
+        (checked by the server, in the same request): else :class:`ObjectChanged`."""
+        ...
+
+    def remove_version(self, ref: ObjectRef) -> None:
+        """Remove the version ``ref.version_id`` of ``ref.key`` for good (no delete marker)."""
+        ...
+
+
 T = TypeVar("T")
 
 
