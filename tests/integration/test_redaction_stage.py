@@ -12,6 +12,8 @@ import hashlib
 import io
 import json
 import signal
+import threading
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -252,17 +254,27 @@ def test_a_killed_stage_publishes_one_event_per_transcript_and_every_copy_is_who
         originals[f"k{i:03d}"] = pcm
         t = bad_transcript(f"k{i:03d}", ObjectRef(bucket=cfg.redact_bucket, key=key, etag=put.etag))
         calls.append(t.model_copy(update={"duration_s": 5.0}))
-    produce(cfg, "asr.transcripts", [(t.call_id.encode(), encode(t)) for t in calls])
+    records = [(t.call_id.encode(), encode(t)) for t in calls]
+    produce(cfg, "asr.transcripts", records[:10])
+
+    def trickle() -> None:  # the rest arrive paced, so the kill lands mid-stream however fast the stage is
+        for start in range(10, n, 5):
+            time.sleep(0.5)
+            produce(cfg, "asr.transcripts", records[start : start + 5])
 
     reader = TopicReader(cfg, ["audio.redacted", "redact.dlq"])
     env = redact_env(cfg)
     first = spawn(cfg, tmp_path / "redact.log", "redact", "--group", f"redact-{unique}", **env)
+    producer = threading.Thread(target=trickle, daemon=True)
     try:
-        reader.wait_for(lambda _: len(events(reader, "audio.redacted", AudioRedacted)), 15, timeout_s=180, settle_s=0)
+        reader.wait_for(lambda _: len(events(reader, "audio.redacted", AudioRedacted)), 5, timeout_s=180, settle_s=0)
+        producer.start()  # the stage is up and working: from here on it only ever has a few transcripts ahead
+        reader.wait_for(lambda _: len(events(reader, "audio.redacted", AudioRedacted)), 15, timeout_s=120, settle_s=0)
         first.send_signal(signal.SIGKILL)
         first.wait()
         done_before = len(events(reader, "audio.redacted", AudioRedacted))
         assert 0 < done_before < n, "the stage was not killed in the middle of the stream"
+        producer.join()
         second = spawn(cfg, tmp_path / "redact.log", "redact", "--group", f"redact-{unique}", **env)
         try:
             reader.wait_for(lambda _: len(events(reader, "audio.redacted", AudioRedacted)), n, timeout_s=300)
