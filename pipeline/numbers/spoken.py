@@ -69,7 +69,7 @@ _UNCHECKED_CUES: tuple[tuple[re.Pattern[str], PIIType], ...] = (
     (re.compile(r"\b(?:account|acct)\b|" + "|".join(_ZH_UNCHECKED_CUE_WORDS["account_number"])), "account_number"),
     (
         re.compile(
-            r"\b(?:cvv2?|cvc2?|security code|card verification|verification value|on the back|pin|pin code)\b|"
+            r"\b(?:cvv2?|cvc2?|security code|card verification|verification (?:code|value)|on the back|pin|pin code)\b|"
             + "|".join(_ZH_UNCHECKED_CUE_WORDS["card_secret"])
         ),
         "card_secret",
@@ -114,7 +114,8 @@ def _last_cue(
     spans = [(m.start(), kind, m.end()) for pattern, kind in cues for m in pattern.finditer(text)]
     if sounds and any(is_cjk(ch) for ch in text):
         spans += [(a, kind, b) for word, kind in sounds for a, b in word.finditer(text)]
-    best = max(spans, key=lambda span: span[0], default=None)
+    # of cues starting at one place the longest names the kind ("card verification" over "card")
+    best = max(spans, key=lambda span: (span[0], span[2]), default=None)
     return (best[1], best[2]) if best else None
 
 

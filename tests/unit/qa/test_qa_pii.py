@@ -402,6 +402,17 @@ def test_a_number_answering_the_other_partys_question_is_what_was_asked_for(mono
 
 
 @pytest.mark.parametrize(
+    "question",
+    ["Could you confirm the card verification value?", "Now the verification code, please.", "And the CVC?"],
+)
+def test_a_code_asked_for_by_its_card_scheme_name_is_a_card_secret(question):
+    # "card verification ..." starts with "card": the longer cue names the kind, not a bank card
+    hits, redacted = detect(seg("agent", 10.0, 13.0, question), seg("customer", 14.0, 15.5, "Yes, 5 2 9."))
+    assert [h.type for h in hits] == ["card_secret"], question
+    assert redacted[1] == "Yes, [SECRET]."
+
+
+@pytest.mark.parametrize(
     "question, answer",
     [
         ("and the security code on the back?", "hold on, I have 2 cards somewhere"),  # too short for a code
