@@ -41,7 +41,7 @@ from pipeline.asr.errors import AsrError
 from pipeline.asr.features import SAMPLE_RATE, LogMel
 from pipeline.asr.memory import BucketShape, MemoryPool
 from pipeline.asr.model import TiedOutput, Whisper
-from pipeline.asr.number_pass import NumberPass
+from pipeline.asr.number_pass import FALLBACK_TEMPERATURES, NumberPass
 from pipeline.asr.packing import PackedWindow, pack_regions
 from pipeline.asr.registry import lookup, resolve_files
 from pipeline.asr.separation import MonoSeparator
@@ -166,6 +166,7 @@ class _Window:
     channel: int
     packed: PackedWindow
     stream: np.ndarray = field(repr=False)  # the channel's 16 kHz samples
+    temperature: float = 0.0  # a fallback decode's (0: greedy)
 
     @property
     def duration_s(self) -> float:
@@ -315,8 +316,15 @@ class Engine:
                 elif cover.resume_s >= MIN_PROGRESS_S:
                     rest = w.packed.after(cover.resume_s)
                     again += [rest] if rest is not None else []
-                else:  # nothing usable from the start: shorter context, one piece at a time
-                    again = w.packed.unpacked() if len(w.packed.pieces) > 1 else []
+                elif len(w.packed.pieces) > 1:  # nothing usable from the start: shorter context, one piece at a time
+                    again = w.packed.unpacked()
+                else:  # one piece that loops from its start: again, warmer (Whisper's fallback)
+                    hotter = [t for t in FALLBACK_TEMPERATURES if t > w.temperature]
+                    if hotter:
+                        later.append((_Window(w.call, w.channel, w.packed, w.stream, hotter[0]), origin))
+                        self.stats.redecoded_windows += 1
+                    elif not again:  # nothing of it kept: say so rather than drop it quietly
+                        self.stats.undecoded_pieces += 1
                 later += [(_Window(w.call, w.channel, p, w.stream), origin) for p in again]
                 self.stats.redecoded_windows += len(again)
             if not later:
@@ -350,8 +358,10 @@ class Engine:
         self.device.synchronize()
         t1 = time.perf_counter()
         dstats = DecodeStats()
+        temps = [item.temperature for item in batch.items]
         results = self.decoder.decode(memories, self.pool.kv_cache(batch.padded_s, n),
-                                      [item.duration_s for item in batch.items], dstats)
+                                      [item.duration_s for item in batch.items], dstats,
+                                      temperatures=temps if any(temps) else None)
         self.device.synchronize()
         t2 = time.perf_counter()
         mem = self.device.memory_bytes()

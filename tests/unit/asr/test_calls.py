@@ -18,6 +18,7 @@ from pipeline.errors import CallQAError, DecodeError
 from tests.unit.asr.speech import speak
 
 RATE = 8_000
+DIGIT_WORDS = {"zero", "oh", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"}
 # (channel, start_s, text): agent on the left channel, customer on the right
 TURNS = (
     (0, 1.0, "Good morning, thank you for calling the support line."),
@@ -248,3 +249,17 @@ def test_a_call_in_a_third_language_is_transcribed_as_spoken_and_flagged(engine)
     data, _ = stereo_call_wav()
     english = engine.transcribe(load_call_audio(data, roles={0: "agent", 1: "customer"}))
     assert english.unsupported == {} and set(english.languages.values()) == {"en"}
+
+
+def test_a_turn_that_loops_from_its_start_is_decoded_again_warmer_not_dropped(engine):
+    # A customer's card-number turn (12 s, one VAD region) on 8 kHz u-law, where the greedy decode
+    # runs into a digit loop from its first segment: nothing of it could be kept, and the turn came
+    # out as no text at all, uncounted. It is now decoded again at Whisper's fallback temperatures.
+    from tools.word_calls import english_call, to_ulaw_8k
+
+    call = english_call("dev", 2, 1)
+    customer = to_ulaw_8k(call.audio)[1:2, int(42.5 * RATE) : int(55.5 * RATE)]
+    (t,) = engine.transcribe_batch([CallAudio("loop", customer, RATE, ("customer",))])
+    words = " ".join(s.text for s in t.segments).lower().replace(".", " ").replace(",", " ").split()
+    digits = [w for w in words if w.isdigit() or w in DIGIT_WORDS]
+    assert "card" in words and len(digits) >= 6, words
