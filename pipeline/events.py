@@ -25,7 +25,7 @@ from pipeline.lineage import lineage_of, replay_id_of
 #      Transcript.language_probabilities + unsupported_language; QAResult.judged + unsupported_language;
 #      DeadLetter headers, group, replay_id, truncated, original_payload_bytes; reason object_changed;
 #      AudioRedacted (audio.redacted); DeadLetter stage redact, reason write_failed;
-#      AudioRedacted.original_replaced (optional, false when absent)
+#      AudioRedacted.original_replaced (optional, false when absent); Transcript.untranscribed (optional)
 SCHEMA_VERSION = "1.2"
 SUPPORTED_MAJOR = 1
 
@@ -177,6 +177,17 @@ class UnsupportedLanguage(Contract):
     channels: list[int] = Field(description="the channels spoken in it")
 
 
+class UntranscribedSpeech(Contract):
+    """A stretch of one channel where the VAD heard speech and the engine wrote no text."""
+
+    channel: int
+    start_s: float = Field(ge=0)
+    end_s: float = Field(ge=0)
+    why: Literal["no_speech", "loop", "stepped_over", "unfinished"] = Field(
+        description="no_speech: the model judged it no speech; loop: every decode of it looped from its start; "
+        "stepped_over / unfinished: the last decode passed over it or stopped before it")
+
+
 class Transcript(Replayed):
     """The transcript of one call, per channel and role, in call time."""
 
@@ -202,6 +213,8 @@ class Transcript(Replayed):
     language_probabilities: dict[str, float] = Field(
         default_factory=dict, description="channel index -> the model's probability for its language")
     unsupported_language: UnsupportedLanguage | None = None
+    untranscribed: list[UntranscribedSpeech] = Field(
+        default_factory=list, description="since 1.2 (optional): speech heard that has no text, and why")
 
 
 class QAFinding(Contract):

@@ -48,7 +48,7 @@ from pipeline.asr.separation import MonoSeparator
 from pipeline.asr.text import to_simplified
 from pipeline.asr.timing import TimedSpan, coverage, timed_spans, window_texts
 from pipeline.asr.tokenizer import WhisperTokenizer
-from pipeline.asr.transcript import BatchStats, CallTranscript, EngineStats, Segment
+from pipeline.asr.transcript import BatchStats, CallTranscript, DropReason, EngineStats, Segment, Untranscribed
 from pipeline.asr.vad import SileroVad, VadOptions
 from pipeline.asr.windows import Encodable, W
 from pipeline.batching import BatchBudget, MixedBatch, plan_mixed
@@ -156,6 +156,8 @@ class _Decoded:
     window: _Window
     result: WindowDecode
     spans: list[tuple[TimedSpan, str]]
+    # pieces of the window the VAD heard speech in that come out with no text, and why
+    dropped: tuple[tuple[int, DropReason], ...] = ()
 
 
 @dataclass(frozen=True, eq=False)
@@ -298,16 +300,21 @@ class Engine:
                         self.stats.redecoded_windows += len(again)
                         continue
                     self.stats.no_speech_windows += 1
-                    out[origin].append(_Decoded(w, result, []))
+                    every = tuple((i, "no_speech") for i in range(len(w.packed.pieces)))
+                    out[origin].append(_Decoded(w, result, [], every))
                     continue
                 spans = [(span, self.text_of(list(span.tokens), result.language)) for span in
                          timed_spans(result.tokens, self.tokenizer.special.timestamp_begin, TIME_STEP_S, w.duration_s)]
                 cover = coverage(spans, w.packed, result.complete, self.opts.compression_ratio_threshold,
                                  self.opts.min_resume_s)
-                out[origin].append(_Decoded(w, result, spans[: cover.kept]))
-                if n_pass == self.opts.max_passes - 1:
-                    self.stats.undecoded_pieces += len(cover.skipped)
+                if n_pass == self.opts.max_passes - 1:  # no pass left for what this one left out
+                    lost = _left_out(w.packed, cover.skipped, cover.resume_s)
+                    self.stats.undecoded_pieces += len(lost)
+                    out[origin].append(_Decoded(w, result, spans[: cover.kept], lost))
                     continue
+                looped = cover.kept == 0 and cover.resume_s is not None and cover.resume_s < MIN_PROGRESS_S
+                last_try = looped and len(w.packed.pieces) == 1 and w.temperature >= FALLBACK_TEMPERATURES[-1]
+                out[origin].append(_Decoded(w, result, spans[: cover.kept], ((0, "loop"),) if last_try else ()))
                 # speech the decode stepped over (another voice in a mono mix), alone this time
                 again = [w.packed.only(cover.skipped, self.opts.join_gap_s)] if cover.skipped else []
                 self.stats.skipped_pieces += len(cover.skipped)
@@ -318,13 +325,12 @@ class Engine:
                     again += [rest] if rest is not None else []
                 elif len(w.packed.pieces) > 1:  # nothing usable from the start: shorter context, one piece at a time
                     again = w.packed.unpacked()
-                else:  # one piece that loops from its start: again, warmer (Whisper's fallback)
-                    hotter = [t for t in FALLBACK_TEMPERATURES if t > w.temperature]
-                    if hotter:
-                        later.append((_Window(w.call, w.channel, w.packed, w.stream, hotter[0]), origin))
-                        self.stats.redecoded_windows += 1
-                    elif not again:  # nothing of it kept: say so rather than drop it quietly
-                        self.stats.undecoded_pieces += 1
+                elif not last_try:  # one piece that loops from its start: again, warmer (Whisper's fallback)
+                    hotter = min(t for t in FALLBACK_TEMPERATURES if t > w.temperature)
+                    later.append((_Window(w.call, w.channel, w.packed, w.stream, hotter), origin))
+                    self.stats.redecoded_windows += 1
+                elif not again:  # nothing of it kept: said in the transcript, not dropped quietly
+                    self.stats.undecoded_pieces += 1
                 later += [(_Window(w.call, w.channel, p, w.stream), origin) for p in again]
                 self.stats.redecoded_windows += len(again)
             if not later:
@@ -402,8 +408,11 @@ class Engine:
         votes: dict[int, Counter] = defaultdict(Counter)
         weighted: dict[tuple[int, str], float] = defaultdict(float)  # language probability x seconds
         foreign: set[tuple[int, str]] = set()
+        untranscribed: list[Untranscribed] = []
         for d in decoded:
             w, language = d.window, d.result.language
+            untranscribed += [Untranscribed(w.channel, w.packed.pieces[i].src_start / SAMPLE_RATE,
+                                            w.packed.pieces[i].src_end / SAMPLE_RATE, why) for i, why in d.dropped]
             pieces = window_texts(d.spans, w.packed, self.opts.split_pause_s)
             seconds = sum(p.end_s - p.start_s for p in pieces)  # transcribed seconds
             votes[w.channel][language] += seconds
@@ -419,7 +428,18 @@ class Engine:
                               timings=dict(timings), duration_s=call.duration_s,
                               language_probs={ch: round(weighted[ch, lang] / votes[ch][lang], 3)
                                               for ch, lang in languages.items()},
-                              unsupported={ch: lang for ch, lang in languages.items() if (ch, lang) in foreign})
+                              unsupported={ch: lang for ch, lang in languages.items() if (ch, lang) in foreign},
+                              untranscribed=sorted(untranscribed))
+
+
+def _left_out(packed: PackedWindow, skipped: tuple[int, ...], resume_s: float | None
+              ) -> tuple[tuple[int, DropReason], ...]:
+    """The window's pieces a last decode left without text: those it stepped over, and those
+    mostly after where it stopped (a loop, a cut-off or an early end) when there is no pass left."""
+    after = set()
+    if resume_s is not None:
+        after = {i for i, p in enumerate(packed.pieces) if p.dst_start + p.length / 2 > resume_s * SAMPLE_RATE}
+    return tuple((i, "stepped_over" if i in skipped else "unfinished") for i in sorted(after | set(skipped)))
 
 
 def _prompt_tokens(tokenizer: WhisperTokenizer, opts: EngineOptions, n_text_ctx: int) -> tuple[int, ...]:

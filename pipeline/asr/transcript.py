@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Literal
 
 
 @dataclass(frozen=True)
@@ -23,13 +24,29 @@ class Segment:
     words: tuple[tuple[float, float, str], ...] | None = None
 
 
+# why speech the VAD heard has no text: Whisper's no-speech rule; decodes that kept looping from
+# its start; a decode that stepped over it (another voice) or stopped before it, with no pass left
+DropReason = Literal["no_speech", "loop", "stepped_over", "unfinished"]
+
+
+@dataclass(frozen=True, order=True)
+class Untranscribed:
+    """A stretch of one channel, in call time, where the VAD heard speech and no text came out."""
+
+    channel: int
+    start_s: float
+    end_s: float
+    why: DropReason
+
+
 @dataclass(frozen=True)
 class CallTranscript:
     """segments: sorted by start_s; languages: channel -> detected (or forced) code, only for
     channels with speech; language_probs: channel -> the model's probability for that language
     (over its windows, by their speech); unsupported: channel -> language, for channels whose
     language is outside the engine's candidate languages (transcribed in that language, and to
-    be said so downstream); timings: seconds spent per stage (vad_s, resample_s, asr_s share)."""
+    be said so downstream); untranscribed: speech the VAD heard that has no text, and why
+    (counted, never dropped quietly); timings: seconds spent per stage (vad_s, resample_s, asr_s share)."""
 
     call_id: str
     segments: list[Segment]
@@ -40,6 +57,7 @@ class CallTranscript:
     duration_s: float
     language_probs: dict[int, float] = field(default_factory=dict)
     unsupported: dict[int, str] = field(default_factory=dict)
+    untranscribed: list[Untranscribed] = field(default_factory=list)
 
     @property
     def text(self) -> str:

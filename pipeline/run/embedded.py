@@ -202,11 +202,12 @@ class EmbeddedRunner:
         results = read_results_jsonl(line.decode() for line in lines(out / FINDINGS))
         if self.qa is not None:
             write_report(out / "report.html", results)
-        done, silent, foreign = transcribed_index(out)
-        dead = open_letters(out, summary.failed_now, done, {r.call_id for r in results})
+        index = transcribed_index(out)
+        dead = open_letters(out, summary.failed_now, index.done, {r.call_id for r in results})
         for letter in dead:
             summary.reasons[letter.reason] = summary.reasons.get(letter.reason, 0) + 1
-        (out / "summary.txt").write_text(render_summary(summary, results, dead, silent, foreign))
+        text = render_summary(summary, results, dead, index.silent, index.foreign, index.untranscribed)
+        (out / "summary.txt").write_text(text)
 
 
 def run_paths(settings: Any, paths: list[str], out_dir: Path, metadata: dict[str, str], engine: SpeechEngine,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 from pipeline.events import DeadLetter, Transcript, decode, encode
 from pipeline.run.embedded_summary import RunSummary
@@ -14,20 +14,29 @@ from pipeline.run.embedded_summary import RunSummary
 TRANSCRIPTS, FINDINGS, DEAD_LETTERS = "transcripts.jsonl", "findings.jsonl", "dead_letters.jsonl"
 
 
-def transcribed_index(out: Path) -> tuple[set[str | None], list[str], list[tuple[str, str, float]]]:
-    """The object keys and call ids transcribed in ``out``, the calls in which no speech was found,
-    and the calls in a language outside the configured set (call id, language, probability)."""
-    done: set[str | None] = set()
-    silent: list[str] = []
-    foreign: list[tuple[str, str, float]] = []
+class TranscribedIndex(NamedTuple):
+    done: set[str | None]  # object keys and call ids transcribed
+    silent: list[str]  # calls in which no speech was found
+    foreign: list[tuple[str, str, float]]  # calls in a language outside the set: (call id, language, probability)
+    untranscribed: list[
+        tuple[str, float, list[str]]
+    ]  # calls with speech heard and not written: (call id, seconds, why)
+
+
+def transcribed_index(out: Path) -> TranscribedIndex:
+    """What ``out``'s transcripts say about the calls done (:class:`TranscribedIndex`)."""
+    index = TranscribedIndex(set(), [], [], [])
     for line in lines(out / TRANSCRIPTS):
         t = decode(line, Transcript)
-        done |= {t.object.key, t.call_id}  # routing letters carry the object key, ASR letters the call id
+        index.done.update((t.object.key, t.call_id))  # routing letters carry the object key, ASR letters the call id
         if not t.segments:
-            silent.append(t.call_id)
+            index.silent.append(t.call_id)
         if t.unsupported_language is not None:
-            foreign.append((t.call_id, t.unsupported_language.language, t.unsupported_language.probability))
-    return done, silent, foreign
+            index.foreign.append((t.call_id, t.unsupported_language.language, t.unsupported_language.probability))
+        if t.untranscribed:
+            seconds = sum(u.end_s - u.start_s for u in t.untranscribed)
+            index.untranscribed.append((t.call_id, seconds, sorted({u.why for u in t.untranscribed})))
+    return index
 
 
 def open_letters(
@@ -40,7 +49,7 @@ def open_letters(
     letters of this run only; for the others, those of earlier runs unless the file has been
     processed since (replaced by a good copy, say: transcribed, and for a QA failure evaluated),
     so it no longer fails the exit status."""
-    done = transcribed_index(out)[0] if done is None else done
+    done = transcribed_index(out).done if done is None else done
     evaluated = evaluated or set()
     failing = {key for key, _ in failed_now}
     letters = [decode(line, DeadLetter) for line in lines(out / DEAD_LETTERS)]

@@ -43,6 +43,7 @@ def render_summary(
     dead: list[DeadLetter],
     silent: Sequence[str] = (),
     foreign: Sequence[tuple[str, str, float]] = (),
+    untranscribed: Sequence[tuple[str, float, list[str]]] = (),
 ) -> str:
     lines = [
         f"calls seen: {summary.calls}  transcribed now: {summary.transcribed}  "
@@ -63,6 +64,13 @@ def render_summary(
             f"no speech found in {len(silent)} call(s): {', '.join(silent[:20])}"
             + (f" and {len(silent) - 20} more" if len(silent) > 20 else "")
         )
+    if untranscribed:  # speech the VAD heard and the engine wrote nothing for: a person may listen
+        total = sum(seconds for _, seconds, _ in untranscribed)
+        lines.append(
+            f"speech without text: {total:.1f} s in {len(untranscribed)} call(s) (each transcript's untranscribed):"
+        )
+        lines += [f"  {call_id}: {seconds:.1f} s ({', '.join(why)})" for call_id, seconds, why in untranscribed[:20]]
+        lines += [f"  and {len(untranscribed) - 20} more"] if len(untranscribed) > 20 else []
     if foreign:  # transcribed in its own language; no rule pack is written for it
         lines.append(f"unsupported_language: {len(foreign)} call(s) not judged by QA (transcribed as spoken):")
         lines += [f"  {call_id}: {language} (probability {p:.2f})" for call_id, language, p in foreign[:20]]

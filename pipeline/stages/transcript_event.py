@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 from pipeline.asr import CallAudio, CallTranscript
-from pipeline.events import ModelInfo, RoutedCall, Segment, Transcript, UnsupportedLanguage, Word
+from pipeline.events import (
+    ModelInfo,
+    RoutedCall,
+    Segment,
+    Transcript,
+    UnsupportedLanguage,
+    UntranscribedSpeech,
+    Word,
+)
 from pipeline.lineage import extended, lineage_of, replay_id_of
 
 
@@ -46,6 +54,10 @@ def to_transcript(
         metadata=call.metadata,
         language_probabilities={str(ch): p for ch, p in result.language_probs.items()},
         unsupported_language=unsupported_language(result),
+        untranscribed=[
+            UntranscribedSpeech(channel=u.channel, start_s=round(u.start_s, 3), end_s=round(u.end_s, 3), why=u.why)
+            for u in result.untranscribed
+        ],
     )
 
 

@@ -229,7 +229,7 @@ def test_the_summary_names_calls_without_speech_and_says_the_list_is_the_lowest_
     from pipeline.run.embedded_summary import RunSummary, render_summary
 
     (tmp_path / TRANSCRIPTS).write_bytes(_transcript_line("/in/quiet.wav", "quiet"))
-    done, silent, _ = transcribed_index(tmp_path)
+    done, silent, _, _ = transcribed_index(tmp_path)
     assert done == {"/in/quiet.wav", "quiet"} and silent == ["quiet"]
     results = [CallQAResult(f"c{i}", None, 50.0 + i, (), (), ()) for i in range(12)]
     text = render_summary(RunSummary(calls=12), results, [], silent)
@@ -246,12 +246,26 @@ def test_the_summary_names_calls_in_an_unsupported_language_and_leaves_them_out_
     note = {"language": "fr", "probability": 0.97, "channels": [0]}
     (tmp_path / TRANSCRIPTS).write_bytes(_transcript_line("/in/fr.wav", "fr", schema_version="1.2",
                                                           unsupported_language=note))
-    _, _, foreign = transcribed_index(tmp_path)
+    foreign = transcribed_index(tmp_path).foreign
     assert foreign == [("fr", "fr", 0.97)]
     results = [CallQAResult("en", None, 80.0, (), (), ()), CallQAResult("fr", None, 0.0, (), (), (), judged=False)]
     text = render_summary(RunSummary(calls=2), results, [], (), foreign)
     assert "QA: 1 calls, mean score 80.0" in text
     assert "unsupported_language: 1 call(s) not judged by QA (transcribed as spoken):\n  fr: fr (probability 0.97)" in text
+
+
+def test_the_summary_says_how_much_heard_speech_has_no_text_and_why(tmp_path: Path) -> None:
+    from pipeline.run.embedded_files import transcribed_index
+    from pipeline.run.embedded_summary import RunSummary, render_summary
+
+    gaps = [{"channel": 1, "start_s": 42.78, "end_s": 55.07, "why": "loop"},
+            {"channel": 0, "start_s": 3.0, "end_s": 4.5, "why": "no_speech"}]
+    (tmp_path / TRANSCRIPTS).write_bytes(_transcript_line("/in/a.wav", "a") + _transcript_line(
+        "/in/b.wav", "b", schema_version="1.2", untranscribed=gaps))
+    untranscribed = transcribed_index(tmp_path).untranscribed
+    assert [(c, round(s, 2), why) for c, s, why in untranscribed] == [("b", 13.79, ["loop", "no_speech"])]
+    text = render_summary(RunSummary(calls=2), [], [], (), (), untranscribed)
+    assert "speech without text: 13.8 s in 1 call(s) (each transcript's untranscribed):\n  b: 13.8 s (loop, no_speech)" in text
 
 
 @pytest.mark.model  # the CLI loads the engine in its own process

@@ -77,6 +77,11 @@ def test_a_window_judged_no_speech_is_judged_again_turn_by_turn():
     assert result.segments == []
     assert harsh.stats.redecoded_windows == len(spans)  # every turn judged on its own
     assert harsh.stats.no_speech_windows == len(spans)  # and counted, one by one
+    # and said in the transcript: each turn's stretch, on its channel, as no_speech
+    heard = sorted((u.channel, u.start_s, u.end_s) for u in result.untranscribed)
+    assert {u.why for u in result.untranscribed} == {"no_speech"} and len(heard) == len(spans)
+    for (channel, start, end), (ch, a, b) in zip(heard, sorted(spans), strict=True):
+        assert channel == ch and start <= a + 0.1 and end >= b - 0.1, (heard, spans)
 
 
 def test_silence_yields_empty_transcript(engine):
