@@ -1,19 +1,21 @@
 """Audio redaction recall and precision on synthetic calls whose every word time is known, run as a
 user runs it: ``callqa run IN --out OUT --redact-audio``, then ``callqa run`` again on the copies.
 
-The calls are tools/eval_words's: each word spoken on its own by espeak-ng and joined, so each
-word's true start and end are exact; the customer reads a 16-digit card number and a 3-digit
-security code. Each seed makes its own gaps between words and turns; two layouts per seed, 8 kHz
-u-law stereo (the customer on the right channel) and 16 kHz mono (both parties summed).
+The calls are tools/word_calls.py's (``--part dev`` to tune on, ``check`` held out): every English
+word, Mandarin clause and digit synthesised on its own and joined, so each unit's true start and end
+are exact; the customer reads a Luhn-valid card number and a security code (English) or a card
+number or resident ID (Mandarin), digit by digit. Two layouts per call: 8 kHz u-law stereo (the
+customer on the right channel) and 16 kHz mono (both parties summed).
 
 Figures per call, from the redacted spans the transcript carries (each cut with the 80 ms guard,
 on the channels ``pipeline.stages.audio_redaction.channels_for`` names):
-  recall     share of the true audio time of the numbers' digit words that is cut (target >= 99.5 %),
-             also per number
-  collateral share of the other words' true audio time that is cut (target <= 2 %)
+  recall     share of the true audio time of the planted numbers' digits that is cut (target >=
+             99.5 %), also per number
+  collateral share of the other units' true audio time that is cut (target <= 2 %); digits the
+             templates say (an account or reference number) count on neither side
   pii_after  PII spans callqa finds when it transcribes the redacted copy again (target 0)
 
-    python -m tools.eval_redaction --seeds 7,8 [--out redaction.json]
+    python -m tools.eval_redaction --part check --seeds 1,2 [--en 2 --zh 1] [--out redaction.json]
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import soundfile as sf
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipeline.stages.audio_redaction import GUARD_S  # noqa: E402
-from tools.eval_words import DIGITS, RATE, english_call, to_ulaw_8k  # noqa: E402
+from tools.word_calls import RATE, calls, is_digit, to_ulaw_8k  # noqa: E402
 
 Word = tuple[float, float, str]
 
@@ -71,28 +73,12 @@ def covered_s(words: list[Word], cuts: list[tuple[float, float]]) -> float:
     return sum(float(grid[int(s * 1000) : int(e * 1000)].sum()) / 1000 for s, e, _ in words)
 
 
-def number_words(truth: list[Word]) -> tuple[list[list[Word]], list[Word]]:
-    """(each run of 3 or more digit words: the card number, the code; the other words)."""
-    runs: list[list[Word]] = []
-    rest: list[Word] = []
-    current: list[Word] = []
-    for word in [*truth, (0.0, 0.0, "")]:
-        if word[2] in DIGITS:
-            current.append(word)
-            continue
-        if len(current) >= 3:
-            runs.append(current)
-        else:
-            rest += current
-        current = []
-        if word[2]:
-            rest.append(word)
-    return runs, rest
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seeds", default="7,8", help="comma-separated; each makes its own calls")
+    parser.add_argument("--part", choices=("dev", "check"), default="dev")
+    parser.add_argument("--seeds", default="1", help="comma-separated; each makes its own calls")
+    parser.add_argument("--en", type=int, default=2, help="English calls per seed")
+    parser.add_argument("--zh", type=int, default=1, help="Mandarin calls per seed")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--work", type=Path, help="keep the calls, transcripts and copies here")
     args = parser.parse_args()
@@ -102,12 +88,14 @@ def main() -> None:
         inputs = Path(tmp) / "calls"
         inputs.mkdir(parents=True)
         truths: dict[str, list[list[Word]]] = {}
+        numbers: dict[str, list[tuple[int, tuple[Word, ...]]]] = {}
         for seed in (int(s) for s in args.seeds.split(",")):
-            stereo, truth = english_call(np.random.default_rng(seed))
-            sf.write(inputs / f"s{seed}-8k-ulaw-stereo.wav", to_ulaw_8k(stereo).T, 8000, subtype="ULAW")
-            sf.write(inputs / f"s{seed}-16k-mono.wav", stereo.sum(axis=0), RATE, subtype="PCM_16")
-            truths[f"s{seed}-8k-ulaw-stereo.wav"] = truth
-            truths[f"s{seed}-16k-mono.wav"] = [sorted(truth[0] + truth[1])]
+            for call in calls(args.part, seed, args.en, args.zh):
+                stereo, mono = f"{call.name}-8k-ulaw-stereo.wav", f"{call.name}-16k-mono.wav"
+                sf.write(inputs / stereo, to_ulaw_8k(call.audio).T, 8000, subtype="ULAW")
+                sf.write(inputs / mono, np.clip(call.audio.sum(axis=0), -1, 1), RATE, subtype="PCM_16")
+                truths[stereo], numbers[stereo] = list(call.truth), list(call.numbers)
+                truths[mono], numbers[mono] = [sorted(call.truth[0] + call.truth[1])], [(0, n) for _, n in call.numbers]
         first = callqa_run(inputs, Path(tmp) / "out")
         again = {
             Path(t["object"]["key"]).name: t for t in callqa_run(Path(tmp) / "out" / "redacted", Path(tmp) / "again")
@@ -117,18 +105,23 @@ def main() -> None:
             truth = truths[name]
             cuts = cut_intervals(t, len(truth))
             pii = other = pii_cut = other_cut = 0.0
-            per_number = []
+            per_number, uncut = [], []
+            for ch, run in numbers[name]:
+                seconds, cut = covered_s(list(run), [(0.0, 1e9)]), covered_s(list(run), cuts[ch])  # both on the grid
+                per_number.append(("".join(w for _, _, w in run), round(cut / seconds, 4)))
+                pii, pii_cut = pii + seconds, pii_cut + cut
+                for k, digit in enumerate(run):  # where a number's audio is left: (digit's place, its time, share left)
+                    left = 1 - covered_s([digit], cuts[ch]) / covered_s([digit], [(0.0, 1e9)])
+                    if left > 0.001:
+                        uncut.append((k, len(run), round(digit[0], 2), round(left, 3)))
             for ch, words in enumerate(truth):
-                numbers, rest = number_words(words)
-                for run in numbers:
-                    seconds, cut = covered_s(run, [(0.0, 1e9)]), covered_s(run, cuts[ch])  # both on the grid
-                    per_number.append(("".join(DIGITS[w] for _, _, w in run), round(cut / seconds, 4)))
-                    pii, pii_cut = pii + seconds, pii_cut + cut
+                rest = [w for w in words if not is_digit(w[2])]
                 other += covered_s(rest, [(0.0, 1e9)])
                 other_cut += covered_s(rest, cuts[ch])
             report[name] = {
                 "spans": [(p["type"], p["role"], p["start_s"], p["end_s"], p["word_timed"]) for p in t.get("pii", [])],
                 "recall_per_number": per_number,
+                "digits_left": uncut,
                 "recall": round(pii_cut / pii, 4) if pii else None,
                 "collateral": round(other_cut / other, 4) if other else None,
                 "pii_after": len(again[name].get("pii", [])) if name in again else None,
@@ -136,6 +129,8 @@ def main() -> None:
     recalls = [r["recall"] for r in report.values() if r["recall"] is not None]
     report["all"] = {
         "min_recall": min(recalls),
+        "numbers_fully_cut": f"{sum(r == 1.0 for x in report.values() for _, r in x['recall_per_number'])}"
+        f"/{sum(len(x['recall_per_number']) for x in report.values())}",
         "max_collateral": max(r["collateral"] for r in report.values()),
         "pii_after": sum(r["pii_after"] or 0 for r in report.values()),
         "copies_missing": sum(r["pii_after"] is None for r in report.values()),

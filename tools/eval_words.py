@@ -1,210 +1,135 @@
-"""Word-timing accuracy and cost on synthetic calls whose every word time is known.
+"""Word-timing accuracy and cost on synthetic calls whose every word time is known (issue 31).
 
-Each English word is spoken on its own by espeak-ng, trimmed to its voiced samples and joined
-with short gaps, so each word's true start and end are exact. Two parties take turns; the call
-is written as 8 kHz u-law stereo (one party per channel) and as 16 kHz mono (both summed), and
-transcribed with word times on every segment ("all"). Words are matched to the truth by text
-(difflib over normalised words); the report gives the absolute start error (median, p95) over
-matched words. Mandarin: the fixture clips are whole sentences, so only each clip's first
-character has a known start (its clip's voiced start): reported at that granularity.
+The calls are tools/word_calls.py's: each English word, Mandarin clause and digit synthesised on
+its own and joined, two parties with their own voices and levels, line noise; ``--part dev`` calls
+come from the templates, voices and clips tuned on, ``--part check`` from the held-out ones. Each
+call is transcribed twice, as 8 kHz u-law stereo (one party per channel) and as 16 kHz mono (both
+summed), by the shipped engine with word times on every segment ("all"). Recognised words are
+matched to the true units by their tokens (difflib); reported per language and layout: the
+absolute start error's median and 95th percentile over matched words (target <= 60 / 200 ms), the
+same over digits only (what audio redaction cuts), and how many known starts were matched.
 
-Cost: CPU seconds of ``transcribe_batch`` with word timing off, "pii" and "all".
+Cost: CPU seconds of ``transcribe_batch`` over all calls with word times off, "pii" and "all".
 
-    python -m tools.eval_words [--seed 7 | --seeds 7,8,9] [--out words.json]
+    python -m tools.eval_words --part check --seeds 1,2 [--en 4 --zh 2] [--out words.json]
 """
 
 from __future__ import annotations
 
 import argparse
-import difflib
-import io
 import json
-import re
-import subprocess
 import time
-from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
-import soundfile as sf
-import soxr
 
 from pipeline.asr.audio import CallAudio
-from pipeline.asr.engine import Engine, EngineOptions
+from pipeline.asr.engine import Engine
+from pipeline.config import Settings
+from pipeline.run.shipped_engine import load_engine
+from tools.word_calls import RATE, Word, WordCall, calls, known_starts, match_errors, matched_starts, to_ulaw_8k
 
-RATE = 16_000
-VOICED = 0.02  # a sample louder than this is speech (espeak's silence is digital zero)
-AGENT = (
-    "Thank you for calling, may I have the card number please?",
-    "Thank you, and the security code on the back?",
-    "Perfect, the payment of forty dollars is now complete.",
-)
-CUSTOMER = (
-    "Sure, my card number is four five three two zero one five one one two eight three zero three six six",
-    "The code is seven three one",
-    "Great, thanks a lot for your help today.",
-)
-DIGITS = {w: str(i) for i, w in enumerate("zero one two three four five six seven eight nine".split())}
-ZH_DIR = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "zh"
+LAYOUTS = ("8k_ulaw_stereo", "16k_mono")
 
 
-def speak_word(word: str, rng: np.random.Generator) -> np.ndarray:
-    wav = subprocess.run(
-        ["espeak-ng", "-v", "en-us", "-s", "165", "--stdout", word], check=True, capture_output=True
-    ).stdout
-    samples, native = sf.read(io.BytesIO(wav), dtype="float32")
-    samples = soxr.resample(samples, native, RATE).astype(np.float32)
-    loud = np.flatnonzero(np.abs(samples) > VOICED)
-    return samples[loud[0] : loud[-1] + 1] if loud.size else samples[:0]
-
-
-def sentence(text: str, rng: np.random.Generator) -> tuple[np.ndarray, list[tuple[float, float, str]]]:
-    """Words joined with 40-120 ms gaps -> audio and (start_s, end_s, word) from its start."""
-    parts, truth, at = [], [], 0
-    for word in text.split():
-        clean = re.sub(r"[^\w']", "", word)
-        audio = speak_word(clean, rng)
-        truth.append((at / RATE, (at + len(audio)) / RATE, clean.lower()))
-        gap = np.zeros(int(rng.uniform(0.04, 0.12) * RATE), dtype=np.float32)
-        parts += [audio, gap]
-        at += len(audio) + len(gap)
-    return np.concatenate(parts), truth
-
-
-def english_call(rng: np.random.Generator) -> tuple[np.ndarray, list[list[tuple[float, float, str]]]]:
-    """(2, frames) turns agent, customer, ... with 0.6-1 s between turns; per-channel truths."""
-    total = 0.5
-    chunks, truths = [], [[], []]
-    for a, c in zip(AGENT, CUSTOMER, strict=True):
-        for ch, text in ((0, a), (1, c)):
-            audio, truth = sentence(text, rng)
-            chunks.append((ch, int(total * RATE), audio))
-            truths[ch] += [(s + total, e + total, w) for s, e, w in truth]
-            total += len(audio) / RATE + rng.uniform(0.6, 1.0)
-    out = np.zeros((2, int((total + 0.5) * RATE)), dtype=np.float32)
-    for ch, at, audio in chunks:
-        out[ch, at : at + len(audio)] = audio * 0.6
-    return out, truths
-
-
-def norm_words(text: str) -> list[str]:
-    return [DIGITS.get(w, w) for w in re.sub(r"[^\w' ]", " ", text.lower()).split()]
-
-
-def match_errors(words: list[tuple[float, float, str]], truth: list[tuple[float, float, str]]) -> list[float]:
-    """Start errors of hypothesis words matched to true words by normalised text. A written
-    number ("4532") against spoken digits is matched through its first digit."""
-    hyp = []
-    for s, _, w in words:
-        for piece in norm_words(w):
-            hyp.append((s, piece[0] if piece.isdigit() else piece))
-            s = float("nan")  # only a word's first piece has a known start
-    ref = [(s, DIGITS.get(w, w)) for s, _, w in truth]
-    sm = difflib.SequenceMatcher(a=[w for _, w in hyp], b=[w for _, w in ref], autojunk=False)
-    errors = []
-    for block in sm.get_matching_blocks():
-        for k in range(block.size):
-            h, r = hyp[block.a + k][0], ref[block.b + k][0]
-            if not np.isnan(h):
-                errors.append(abs(h - r))
-    return errors
-
-
-def to_ulaw_8k(stereo: np.ndarray) -> np.ndarray:
-    """The 8 kHz u-law recording as the engine would read it back (float32, (2, frames))."""
-    buf = io.BytesIO()
-    sf.write(buf, soxr.resample(stereo.T, RATE, 8000), 8000, format="WAV", subtype="ULAW")
-    buf.seek(0)
-    frames, _ = sf.read(buf, dtype="float32", always_2d=True)
-    return np.ascontiguousarray(frames.T)
-
-
-def summary(errors: list[float]) -> dict[str, float]:
-    e = np.array(errors) * 1000
-    return {"n": len(e), "median_ms": round(float(np.median(e)), 1), "p95_ms": round(float(np.percentile(e, 95)), 1)}
-
-
-def mandarin_call() -> tuple[np.ndarray, list[float]]:
-    """The fixture clips joined on one channel with 0.8 s gaps; each clip's voiced start."""
-    manifest = json.loads((ZH_DIR / "manifest.json").read_text())
-    parts, starts, at = [np.zeros(int(0.5 * RATE), dtype=np.float32)], [], int(0.5 * RATE)
-    for entry in manifest["clips"][:6]:
-        samples, rate = sf.read(ZH_DIR / entry["file"], dtype="float32")
-        samples = soxr.resample(samples, rate, RATE).astype(np.float32) if rate != RATE else samples
-        loud = np.flatnonzero(np.abs(samples) > VOICED)
-        starts.append((at + loud[0]) / RATE)
-        gap = np.zeros(int(0.8 * RATE), dtype=np.float32)
-        parts += [samples, gap]
-        at += len(samples) + len(gap)
-    return np.concatenate(parts)[None, :], starts
-
-
-def cpu_run(engine: Engine, calls: list[CallAudio]) -> tuple[float, list]:
-    t0 = time.process_time()
-    out = engine.transcribe_batch(calls)
-    return time.process_time() - t0, out
-
-
-def evaluate(engines: dict[str, Engine], seed: int) -> dict[str, object]:
-    """One seed's synthetic calls through the three engines -> its report."""
-    rng = np.random.default_rng(seed)
-    stereo, truths = english_call(rng)
-    mono = stereo.sum(axis=0, keepdims=True)
-    mono_truth = sorted(truths[0] + truths[1])
-    zh, zh_starts = mandarin_call()
-    calls = {
-        "en_8k_ulaw_stereo": CallAudio("en8", to_ulaw_8k(stereo), 8000, ("agent", "customer")),
-        "en_16k_mono": CallAudio("en16", mono, RATE, ("mixed",)),
-        "zh_16k_mono": CallAudio("zh16", zh.astype(np.float32), RATE, ("mixed",)),
+def layouts(call: WordCall) -> dict[str, tuple[CallAudio, list[list[Word]]]]:
+    """The call as the engine reads each layout, with the truth per channel of that layout."""
+    mono_truth = sorted(call.truth[0] + call.truth[1])
+    return {
+        "8k_ulaw_stereo": (
+            CallAudio(f"{call.name}-8k", to_ulaw_8k(call.audio), 8000, ("agent", "customer")),
+            [call.truth[0], call.truth[1]],
+        ),
+        "16k_mono": (
+            CallAudio(f"{call.name}-16k", call.audio.sum(axis=0, keepdims=True), RATE, ("mixed",)),
+            [mono_truth],
+        ),
     }
-    report: dict[str, object] = {}
-    cost = {}
+
+
+def summary(errors: list[float], known: int) -> dict[str, float]:
+    e = np.array(errors) * 1000
+    if not e.size:
+        return {"n": 0, "known": known}
+    return {
+        "n": int(e.size),
+        "known": known,
+        "median_ms": round(float(np.median(e)), 1),
+        "p95_ms": round(float(np.percentile(e, 95)), 1),
+        "over_200ms": int((e > 200).sum()),
+    }
+
+
+def words_of(transcript, channel: int | None) -> list[Word]:
+    return [w for s in transcript.segments if channel is None or s.channel == channel for w in (s.words or ())]
+
+
+def evaluate(engines: dict[str, Engine], items: list[WordCall], worst: int = 0) -> dict[str, object]:
+    inputs, truths = [], []
+    for call in items:
+        for layout, (audio, truth) in layouts(call).items():
+            inputs.append(audio)
+            truths.append((call.language, layout, truth))
+    cost: dict[str, float] = {}
     for mode, engine in engines.items():
-        seconds, out = cpu_run(engine, list(calls.values()))
-        cost[mode] = round(seconds, 2)
+        t0 = time.process_time()
+        out = engine.transcribe_batch(inputs)
+        cost[mode] = round(time.process_time() - t0, 2)
         if mode == "all":
-            results = dict(zip(calls, out, strict=True))
+            results = out
+    errors: dict[tuple[str, str, bool], list[float]] = {}
+    known: dict[tuple[str, str, bool], int] = {}
+    for (language, layout, truth), transcript in zip(truths, results, strict=True):
+        for digits in (False, True):
+            key = (language, layout, digits)
+            for ch, channel_truth in enumerate(truth):
+                words = words_of(transcript, ch if len(truth) == 2 else None)
+                errors.setdefault(key, []).extend(match_errors(words, channel_truth, digits))
+                known[key] = known.get(key, 0) + known_starts(channel_truth, digits)
+                if worst and not digits:
+                    _print_worst(transcript.call_id, words, channel_truth, worst)
+    report: dict[str, object] = {
+        f"{lang}_{layout}{'_digits' if digits else ''}": summary(errs, known[(lang, layout, digits)])
+        for (lang, layout, digits), errs in sorted(errors.items())
+    }
     report["cpu_s"] = cost
-    report["cost_ratio"] = {m: round(cost[m] / cost["off"], 3) for m in ("pii", "all")}
-    words8 = [
-        [w for s in results["en_8k_ulaw_stereo"].segments if s.channel == ch for w in (s.words or ())] for ch in (0, 1)
-    ]
-    report["en_8k_ulaw_stereo"] = summary(match_errors(words8[0], truths[0]) + match_errors(words8[1], truths[1]))
-    words16 = [w for s in results["en_16k_mono"].segments for w in (s.words or ())]
-    report["en_16k_mono"] = summary(match_errors(words16, mono_truth))
-    zh_first = []
-    zh_words = sorted(w[0] for s in results["zh_16k_mono"].segments for w in (s.words or ()))
-    for start in zh_starts:  # the first word timed after the middle of the 0.8 s gap before the clip
-        later = [t for t in zh_words if t > start - 0.4]
-        zh_first.append(abs(later[0] - start) if later else float("nan"))
-    report["zh_16k_mono_clip_starts"] = summary(zh_first)
-    report["true_words"] = {"en_stereo": len(truths[0]) + len(truths[1]), "zh_clips": len(zh_starts)}
+    if "off" in cost:
+        report["cost_ratio"] = {m: round(cost[m] / cost["off"], 3) for m in cost if m != "off"}
     return report
+
+
+def _print_worst(name: str, words: list[Word], truth: list[Word], n: int) -> None:
+    """The n matched tokens with the largest start error over 200 ms (for development)."""
+    pairs = sorted(matched_starts(words, truth), key=lambda p: -abs(p[0] - p[1]))
+    for h, r, tok in pairs[:n]:
+        if abs(h - r) > 0.2:
+            print(f"  {name}: {tok!r} at {h:.2f} s, truly {r:.2f} s ({(h - r) * 1000:+.0f} ms)", flush=True)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--out", type=Path)
-    parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--seeds", help="comma-separated seeds, one report each (overrides --seed)")
+    parser.add_argument("--part", choices=("dev", "check"), default="dev")
+    parser.add_argument("--seeds", default="1", help="comma-separated seeds, one report each")
+    parser.add_argument("--en", type=int, default=4, help="English calls per seed")
+    parser.add_argument("--zh", type=int, default=2, help="Mandarin calls per seed")
+    parser.add_argument("--modes", default="off,pii,all", help="word-time modes to run (cost); 'all' is scored")
+    parser.add_argument("--worst", type=int, default=0, help="print each call's N worst-timed words")
+    parser.add_argument("--out")
     args = parser.parse_args()
-    seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else [args.seed]
-    base = EngineOptions(device="cpu", word_timestamps="off")
-    engines = {mode: Engine.load(replace(base, word_timestamps=mode)) for mode in ("off", "pii", "all")}
-    warm = CallAudio(
-        "warm", english_call(np.random.default_rng(seeds[0]))[0].sum(axis=0, keepdims=True), RATE, ("mixed",)
-    )
-    for engine in engines.values():  # warm-up: first-use costs out of the timing
-        engine.transcribe(warm)
-    reports = []
-    for seed in seeds:
-        report = evaluate(engines, seed)
-        print(json.dumps(report if len(seeds) == 1 else {"seed": seed, **report}, indent=1), flush=True)
-        reports.append(report)
+    cfg = Settings()
+    engines = {
+        mode: load_engine(cfg.model_copy(update={"asr_word_timestamps": mode}), "cpu") for mode in args.modes.split(",")
+    }
+    warm = calls(args.part, 0, 1, 0)[0]
+    for engine in engines.values():  # first-use costs out of the timing
+        engine.transcribe(layouts(warm)["16k_mono"][0])
+    reports = {}
+    for seed in (int(s) for s in args.seeds.split(",")):
+        report = evaluate(engines, calls(args.part, seed, args.en, args.zh), args.worst)
+        print(json.dumps({"part": args.part, "seed": seed, **report}), flush=True)
+        reports[str(seed)] = report
     if args.out:
-        args.out.write_text(
-            json.dumps(reports[0] if len(seeds) == 1 else dict(zip(map(str, seeds), reports)), indent=1)
-        )
+        with open(args.out, "w") as fh:
+            json.dump({"part": args.part, "reports": reports}, fh, indent=1)
 
 
 if __name__ == "__main__":

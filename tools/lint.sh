@@ -29,5 +29,7 @@ PY=${PYTHON:-.venv/bin/python}
     tests/unit/test_redacted_audio.py tests/integration/test_redaction_stage.py pipeline/run/redact_step.py \
     tests/unit/test_redacted_outputs.py tests/unit/test_deployed_stages.py tests/integration/test_redact_policy.py \
     tests/unit/test_bench_system.py pipeline/run/embedded_files.py pipeline/run/embedded_summary.py \
-    pipeline/run/embedded_inputs.py pipeline/adapters/recordings.py
+    pipeline/run/embedded_inputs.py pipeline/adapters/recordings.py \
+    tools/word_calls.py tools/eval_words.py tools/eval_redaction.py tests/unit/test_replaced_originals.py \
+    tests/integration/test_replace_original.py
 "$PY" -m mypy  # strict on pipeline/stages, asr/packing, asr/timing ([tool.mypy] in pyproject.toml)

@@ -177,6 +177,16 @@ def group_words(pieces: list[tuple[str, float, float]], spaced: bool) -> list[Wo
     return words
 
 
+def _first_pause(quiet: np.ndarray, frames: int) -> int | None:
+    """Index of the last frame of the first run of ``frames`` quiet frames, or None."""
+    run = 0
+    for i, q in enumerate(quiet):
+        run = run + 1 if q else 0
+        if run >= frames:
+            return i
+    return None
+
+
 def snap_to_onsets(
     words: list[Word],
     samples: np.ndarray,
@@ -186,6 +196,7 @@ def snap_to_onsets(
     hop_s: float = 0.01,
     rel: float = 0.1,
     earliest: list[float | None] | None = None,
+    pause_s: float = 0.03,
 ) -> list[Word]:
     """Word starts moved to the onset after the quietest point near them.
 
@@ -193,31 +204,55 @@ def snap_to_onsets(
     pause's frames, and some of the word before, go to the next word; on tools/eval_words seed 7
     a tenth of them by 0.35-0.6 s, so the span reaches 0.5 s ahead, not 0.35). Where the audio from
     ``back_s`` before to ``ahead_s`` after a start has a quiet ``hop_s`` frame (RMS under ``rel``
-    of the word's loudest), the start moves to the first loud frame after the quietest one;
-    never past the word's end. Ends are left alone (the next word's onset bounds them).
+    of the word's loudest), the start moves to the first loud frame after the quiet point;
+    never past the word's end, unless the path gave the word only pause (its level under ``rel``
+    of the words' speech level): then its onset is the next sound up to the next word's end.
+    Ends are left alone (the next word's onset bounds them, and starts stay in order).
     ``earliest``, per word, lets the search reach further back (a word with no word before it in
-    its stretch of audio: everything said there from that time on is this word or after it)."""
+    its stretch of audio: everything said there from that time on is this word or after it).
+
+    The quiet point is the first pause (``pause_s`` of quiet frames) in the span, else its
+    quietest frame: the span can hold the pause after the word too (the path's end takes the
+    comma after a digit and the gap behind it), and the quieter of two pauses moved a tenth of
+    the digits of a read card number onto the next digit's onset (tools/eval_words)."""
     hop = max(1, int(hop_s * rate))
+    if not words:
+        return []
+    # the words' loud frames: a floor for a word whose own span is all pause (the call's first
+    # word, given the frames before the speech: its own RMS is the line noise's)
+    span = samples[max(0, int(words[0].start_s * rate)) : int(words[-1].end_s * rate)]
+    frames = span[: len(span) // hop * hop].astype(np.float64).reshape(-1, hop)
+    speech = float(np.percentile(np.sqrt((frames**2).mean(axis=1)), 95)) if len(frames) else 0.0
     out = []
     for k, w in enumerate(words):
         first = earliest[k] if earliest is not None else None
         back = w.start_s - back_s if first is None else min(first, w.start_s - back_s)
         lo = max(0, int(back * rate))
         hi = min(len(samples), int(min(w.end_s, w.start_s + ahead_s) * rate))
-        end = min(len(samples), int(w.end_s * rate))
-        word = samples[int(w.start_s * rate) : end]
+        word = samples[int(w.start_s * rate) : int(w.end_s * rate)]
+        level = float(np.sqrt((word.astype(np.float64) ** 2).mean())) if word.size else 0.0
+        floor = rel * level * 2
+        reach = w.end_s
+        if level < rel * speech and k + 1 < len(words):
+            # the path gave the word only pause: its onset is the next sound, up to the next word's end
+            floor, reach = rel * speech, words[k + 1].end_s
+        end = min(len(samples), int(reach * rate))
         n, n_all = (hi - lo) // hop, (end - lo) // hop
         if n < 2 or word.size == 0:
             out.append(w)
             continue
         rms = np.sqrt((samples[lo : lo + n_all * hop].astype(np.float64).reshape(n_all, hop) ** 2).mean(axis=1))
-        floor = rel * float(np.sqrt((word.astype(np.float64) ** 2).mean())) * 2
-        quiet = int(np.argmin(rms[:n]))
+        quiet = _first_pause(rms[:n] < floor, max(1, round(pause_s / hop_s)))
+        if quiet is None:
+            quiet = int(np.argmin(rms[:n]))
         # the onset may lie past the search span: a start the path put early in a pause
         loud = np.flatnonzero(rms[quiet:] >= floor)
         if rms[quiet] >= floor or not loud.size:
             out.append(w)
             continue
-        start = (lo + (quiet + int(loud[0])) * hop) / rate
-        out.append(Word(min(max(start, 0.0), w.end_s), w.end_s, w.text))
+        start = max((lo + (quiet + int(loud[0])) * hop) / rate, 0.0)
+        out.append(Word(start, max(w.end_s, start), w.text))
+    for k in range(1, len(out)):  # starts stay in order
+        if out[k].start_s < out[k - 1].start_s:
+            out[k] = Word(out[k - 1].start_s, max(out[k].end_s, out[k - 1].start_s), out[k].text)
     return out

@@ -141,3 +141,22 @@ def test_the_first_word_of_a_piece_is_searched_from_the_piece_start() -> None:
     assert late.start_s == 0.55  # nothing quiet near a start inside the word: left alone
     (w,) = snap_to_onsets([Word(0.55, 0.8, "the")], audio, 16_000, earliest=[0.0])
     assert w.start_s == pytest.approx(0.3, abs=0.011)
+
+
+def test_a_digit_whose_span_holds_the_pause_after_it_keeps_its_own_onset() -> None:
+    # digits at 1.0-1.3 s and 1.42-1.7 s (a quieter 80 ms gap behind a 60 ms one before): the path
+    # starts the first 0.08 s early and ends it, with its comma, at 1.5 s, inside the next digit
+    audio = _speech([(0.5, 0.94), (1.0, 1.3), (1.42, 1.7)], 2.0)
+    audio[int(0.94 * 16_000) : int(1.0 * 16_000)] = 0.002  # line noise in the first gap only
+    w, nxt = snap_to_onsets([Word(0.92, 1.5, "4,"), Word(1.5, 1.7, "6")], audio, 16_000)
+    assert w.start_s == pytest.approx(1.0, abs=0.011)  # not the next digit's onset (1.42 s)
+
+
+def test_a_word_given_only_pause_starts_at_the_next_sound() -> None:
+    # the call's first word said from 0.5 s; the path gave it 0.09-0.39 s (line noise only) and
+    # put the next word over its audio
+    rng = np.random.default_rng(1)
+    audio = _speech([(0.5, 0.8), (0.9, 1.3)], 1.6) + rng.normal(0, 0.003, 25_600).astype(np.float32)
+    first, second = snap_to_onsets([Word(0.09, 0.39, "这"), Word(0.39, 0.69, "个")], audio, 16_000)
+    assert first.start_s == pytest.approx(0.5, abs=0.011)
+    assert second.start_s >= first.start_s
