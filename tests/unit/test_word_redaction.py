@@ -34,7 +34,22 @@ def test_card_words_carry_labels_and_the_hit_their_times() -> None:
     assert [w.text for w in words] == ["sure", "my", "card", "is", "[CARD]", "[CARD]", "[CARD]", "[CARD]", "thanks"]
     assert not any(ch.isdigit() for w in words for ch in w.text)
     (hit,) = t.pii
-    assert hit.word_timed and hit.start_s == 4.0 and hit.end_s == 5.95  # words 4-7 at 0.5 s steps from 2.0
+    # words 4-7 at 0.5 s steps from 2.0 (4.0-5.95), and the pauses around them up to the next words
+    assert hit.word_timed and hit.start_s == 3.95 and hit.end_s == 6.0
+
+
+def test_a_span_reaches_into_the_pauses_around_its_words_at_most_a_second() -> None:
+    # a digit the first pass did not write, or a word end that came out early, lies in that pause
+    text = "my card is 4532 0151 1283 0366"
+    words = [
+        Word(start_s=a, end_s=b, text=w)
+        for (a, b), w in zip(
+            [(0.0, 0.2), (0.3, 0.6), (0.7, 0.8), (3.0, 3.4), (3.5, 3.9), (4.0, 4.4), (4.5, 4.9)], text.split()
+        )
+    ]
+    seg = Segment(role="customer", channel=1, start_s=0.0, end_s=5.3, text=text, words=words)
+    t = redact_transcript(call("x").model_copy(update={"segments": [seg]}))
+    assert (t.pii[0].start_s, t.pii[0].end_s) == (2.0, 5.3)  # a second before; the segment's end after
 
 
 def test_a_backstopped_segment_masks_every_digit_word() -> None:
