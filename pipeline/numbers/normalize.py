@@ -41,6 +41,9 @@ _EN_DIGITS = {
 }  # fmt: skip
 _EN_REPEAT = {"double": 2, "triple": 3}
 _EN_HOMOPHONES = {"for": "4", "to": "2", "too": "2", "ate": "8", "won": "1", "o": "0"}
+# words ASR writes for a digit said next to a number ("my card is for 1 3 …"): read as digits only
+# between two digits here; audio redaction cuts one at a number's edge too
+DIGIT_HOMOPHONES = frozenset(_EN_HOMOPHONES)
 _RUN_GAP = re.compile(r" ?[,.;:/-] ?")  # "four, five" / "4. 5": a pause between groups
 _ASCII_WORD = re.compile(r"[a-z]+|[0-9]+")
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pipeline.events import PIISpan, Segment, Transcript, Word
 from pipeline.numbers.backstop import BACKSTOP_LABEL, mask_long_digit_runs
 from pipeline.numbers.model import SegmentText
-from pipeline.numbers.normalize import normalize
+from pipeline.numbers.normalize import DIGIT_HOMOPHONES, normalize
 from pipeline.numbers.pii import REDACTION_LABEL, PIIHit, find_pii, redact_texts
 from pipeline.stages.word_spans import covered_words
 
@@ -67,12 +67,21 @@ def pii_times(segments: list[Segment], hit: PIIHit) -> tuple[float, float, bool]
         return hit.start_s, hit.end_s, False
     i, k = min(covered, key=lambda ik: segments[ik[0]].words[ik[1]].start_s)  # type: ignore[index]
     j, m = max(covered, key=lambda jm: segments[jm[0]].words[jm[1]].end_s)  # type: ignore[index]
+    # a digit heard as a word at the number's edge ("is for 1 3 …") is the number's first or last digit
+    while k and _homophone(segments[i].words[k - 1].text):  # type: ignore[index]
+        k -= 1
+    while m + 1 < len(segments[j].words) and _homophone(segments[j].words[m + 1].text):  # type: ignore[index, arg-type]
+        m += 1
     first, last = segments[i].words[k], segments[j].words[m]  # type: ignore[index]
     before = segments[i].words[k - 1].end_s if k else segments[i].start_s  # type: ignore[index]
     after = segments[j].words[m + 1].start_s if m + 1 < len(segments[j].words) else segments[j].end_s  # type: ignore[index, arg-type]
     start = min(first.start_s, max(before, first.start_s - PAUSE_REACH_S))
     end = max(last.end_s, min(after, last.end_s + PAUSE_REACH_S))
     return round(start, 3), round(end, 3), True
+
+
+def _homophone(word: str) -> bool:
+    return word.strip(" ,.;:!?-").lower() in DIGIT_HOMOPHONES
 
 
 def _redacted_words(segments: list[Segment], hits: list[PIIHit], backstopped: list[bool]) -> list[list[Word] | None]:

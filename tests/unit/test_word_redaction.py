@@ -78,3 +78,29 @@ def test_word_ranges_follow_the_text_in_order() -> None:
     assert word_ranges("it is 4532, is", words) == [(3, 5), (6, 11), (12, 14)]
     assert covered_words("it is 4532, is", words, [(6, 10)]) == [1]
     assert covered_words("x", [(0.0, 0.1, "99")], []) == [0]  # not found and a digit: fail closed
+
+
+def test_a_digit_heard_as_a_word_at_the_numbers_edge_is_cut_with_it() -> None:
+    # "four" at the start written "for": the text keeps it (a homophone is a digit only between
+    # digits), the audio cut takes its word too; "thanks" after the number is left alone
+    text = "my card is for 5320 1511 2830 366, thanks"
+    words = [
+        Word(start_s=a, end_s=b, text=w)
+        for (a, b), w in zip(
+            [
+                (0.0, 0.2),
+                (0.3, 0.6),
+                (0.7, 0.8),
+                (0.9, 1.2),
+                (1.3, 2.0),
+                (2.1, 2.8),
+                (2.9, 3.6),
+                (3.7, 4.2),
+                (4.3, 4.8),
+            ],
+            text.split(),
+        )
+    ]
+    seg = Segment(role="customer", channel=1, start_s=0.0, end_s=4.8, text=text, words=words)
+    t = redact_transcript(call("x").model_copy(update={"segments": [seg]}))
+    assert [(p.type, p.start_s, p.end_s) for p in t.pii] == [("bank_card", 0.8, 4.3)]
