@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pipeline.numbers.model import PIIType, SegmentText
 from pipeline.numbers.normalize import Normalized
 from pipeline.numbers.pii_join import INTERJECTIONS, MAX_JOIN_GAP_S, MIN_RESUME_DIGITS, channel_stream
-from pipeline.numbers.spoken import cued_type, names_amount
+from pipeline.numbers.spoken import cued_type, misheard_secret, names_amount
 from pipeline.numbers.validators import classify_likely, classify_number, ssn_valid
 
 PII_TYPES: tuple[PIIType, ...] = ("bank_card", "cn_resident_id", "phone", "us_ssn", "account_number", "card_secret")
@@ -53,6 +53,7 @@ LIKELY_CONFIDENCE = 0.6  # a number taken by its shape, its checksum failed (ASR
 CUED_CONFIDENCE = 0.5  # a digit run taken on the cue before it alone (pipeline.numbers.spoken)
 MAX_ABSORB_DIGITS = 24  # a hit swallows neighbouring digit groups up to this length
 BRIDGED_CONFIDENCE = 0.4  # digit runs joined across a stray word (_bridged_numbers)
+MISHEARD_CONFIDENCE = 0.3  # the rest of an answer to a question for a code, too few digits heard
 # a number opening a segment (within its first ANSWER_LEAD_CHARS) that starts within ANSWER_WITHIN_S
 # of the end of the segment before it answers that segment's cue: "the security code on the back?" / "731"
 ANSWER_WITHIN_S = 8.0
@@ -221,7 +222,12 @@ def _answered_number(
         return []
     line_end = stream.find("\n", chain[-1].end)
     after = stream[chain[-1].end : line_end if line_end >= 0 else len(stream)]
-    kind = cued_type(norms[question].text, "".join(g.digits for g in chain), after)
+    digits = "".join(g.digits for g in chain)
+    kind = cued_type(norms[question].text, digits, after)
+    if kind is None and misheard_secret(norms[question].text, lead, digits, after):
+        # the answer from its first digit to its segment's end: what was heard as words is the code too
+        end = at + len(norms[idx].text)
+        return [(first, _Group(end, end, "", False, False), "card_secret", MISHEARD_CONFIDENCE)]
     return [(first, chain[-1], kind, CUED_CONFIDENCE)] if kind else []
 
 

@@ -136,6 +136,24 @@ def cued_type(before: str, digits: str, after: str = "") -> PIIType | None:
     return kind if low <= len(digits) <= high else None
 
 
+# how an answer to "… and the security code?" opens before the code: "the code is", "it's", "cvv",
+# "the three digits are", or nothing at all
+_SECRET_ANSWER_LEAD = re.compile(r"^\W*$|\b(?:code|cvv2?|cvc2?|digits|it|its)\b")
+
+
+def misheard_secret(question: str, lead: str, digits: str, after: str) -> bool:
+    """Is ``digits`` (fewer than a code has) what is left of a card's security code that ASR wrote
+    partly as words? The other party's ``question`` asked for the code (its cue in its last
+    ``CUE_WITHIN_CHARS``), the answer's ``lead`` opens like an answer, and no unit follows. On
+    8 kHz u-law the first pass writes "near-o-9-7", "6x6" or "7 times Nero" for a three-digit code
+    (tools/word_calls dev calls: 3 of 4 codes): a card-scheme rule forbids keeping it, so the
+    detector fails closed there. All normalised text."""
+    if not 0 < len(digits) < CUED_DIGITS["card_secret"][0] or _UNIT_AFTER.match(after):
+        return False
+    cue = _last_cue(question[-CUE_WITHIN_CHARS:], _ALL_CUES, _ALL_SOUND_CUES)
+    return cue is not None and cue[0] == "card_secret" and _SECRET_ANSWER_LEAD.search(lead) is not None
+
+
 def digit_count(text: str) -> int:
     """Digits in ``text`` after normalisation (spoken digit words counted as digits)."""
     return sum(ch.isdigit() for ch in normalize(text).text)

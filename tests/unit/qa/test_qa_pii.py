@@ -4,7 +4,15 @@ import time
 import pytest
 
 from pipeline.numbers.normalize import normalize
-from pipeline.numbers.pii import CUED_CONFIDENCE, LIKELY_CONFIDENCE, _Group, _take_numbers, find_pii, redact_texts
+from pipeline.numbers.pii import (
+    CUED_CONFIDENCE,
+    LIKELY_CONFIDENCE,
+    MISHEARD_CONFIDENCE,
+    _Group,
+    _take_numbers,
+    find_pii,
+    redact_texts,
+)
 from pipeline.numbers.validators import (
     classify_likely,
     classify_number,
@@ -424,6 +432,28 @@ def test_a_code_asked_for_by_its_card_scheme_name_is_a_card_secret(question):
 def test_what_does_not_answer_a_question_for_a_number_stays(question, answer):
     hits, _ = detect(seg("agent", 10.0, 13.0, question), seg("customer", 14.0, 18.0, answer))
     assert hits == []
+
+
+@pytest.mark.parametrize("mono", [False, True])
+def test_a_code_partly_heard_as_words_is_a_card_secret_to_its_segments_end(mono):
+    # "zero nine seven" on 8 kHz u-law came out "near-o-9-7": two digits are fewer than a code has,
+    # yet the answer to the question for the code is that code; fail closed, at a low confidence
+    channel = 0 if mono else None
+    role = ("mixed", "mixed") if mono else ("agent", "customer")
+    question = seg(role[0], 10.0, 13.0, "Thank you, and the security code on the back?", channel)
+    answer = seg(role[1], 14.2, 16.0, "The code is near-o-9-7 I think.", channel)
+    hits, redacted = detect(question, answer)
+    assert [(h.type, h.confidence) for h in hits] == [("card_secret", MISHEARD_CONFIDENCE)]
+    assert redacted[1] == "The code is near-o-[SECRET]."  # "I think" too: the rest of the answer
+
+
+@pytest.mark.parametrize(
+    "answer",
+    ["hold on, I have 2 cards", "sorry, one moment, 1 sec", "I paid 20 for it", "my dog ate 2 of them"],
+)
+def test_a_short_answer_to_a_question_for_a_code_that_is_not_one_stays(answer):
+    question = seg("agent", 10.0, 13.0, "and the security code on the back?")
+    assert detect(question, seg("customer", 14.0, 16.0, answer))[0] == []
 
 
 def test_an_answer_long_after_the_question_is_not_taken_on_it():
