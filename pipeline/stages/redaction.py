@@ -65,18 +65,19 @@ def pii_times(segments: list[Segment], hit: PIIHit) -> tuple[float, float, bool]
     covered = pii_words(segments, hit)
     if not covered or any(not segments[idx].words for idx, _, _ in hit.parts):
         return hit.start_s, hit.end_s, False
-    i, k = min(covered, key=lambda ik: segments[ik[0]].words[ik[1]].start_s)  # type: ignore[index]
-    j, m = max(covered, key=lambda jm: segments[jm[0]].words[jm[1]].end_s)  # type: ignore[index]
+    words = {idx: segments[idx].words or [] for idx, _, _ in hit.parts}
+    i, k = min(covered, key=lambda ik: words[ik[0]][ik[1]].start_s)
+    j, m = max(covered, key=lambda jm: words[jm[0]][jm[1]].end_s)
+    head, tail = words[i], words[j]
     # a digit heard as a word at the number's edge ("is for 1 3 …") is the number's first or last digit
-    while k and _homophone(segments[i].words[k - 1].text):  # type: ignore[index]
+    while k and _homophone(head[k - 1].text):
         k -= 1
-    while m + 1 < len(segments[j].words) and _homophone(segments[j].words[m + 1].text):  # type: ignore[index, arg-type]
+    while m + 1 < len(tail) and _homophone(tail[m + 1].text):
         m += 1
-    first, last = segments[i].words[k], segments[j].words[m]  # type: ignore[index]
-    before = segments[i].words[k - 1].end_s if k else segments[i].start_s  # type: ignore[index]
-    after = segments[j].words[m + 1].start_s if m + 1 < len(segments[j].words) else segments[j].end_s  # type: ignore[index, arg-type]
-    start = min(first.start_s, max(before, first.start_s - PAUSE_REACH_S))
-    end = max(last.end_s, min(after, last.end_s + PAUSE_REACH_S))
+    before = head[k - 1].end_s if k else segments[i].start_s
+    after = tail[m + 1].start_s if m + 1 < len(tail) else segments[j].end_s
+    start = min(head[k].start_s, max(before, head[k].start_s - PAUSE_REACH_S))
+    end = max(tail[m].end_s, min(after, tail[m].end_s + PAUSE_REACH_S))
     return round(start, 3), round(end, 3), True
 
 
