@@ -52,7 +52,7 @@ def pii_words(segments: list[Segment], hit: PIIHit) -> list[tuple[int, int]]:
 
 
 # How far a word-timed PII span reaches into the pause on either side of its words, up to the word
-# next to it (or its segment's edge). Word ends from the alignment heads come out early and a
+# next to it (or the channel's next segment). Word ends from the alignment heads come out early and a
 # digit the first pass did not write has no word at all: on tools/word_calls dev calls the span
 # ended inside, or before, a card's last digit in 4 of 20 numbers (13-100 % of that digit's audio
 # left). A pause costs nothing to cut; the neighbouring words, as timed, are never reached.
@@ -74,11 +74,26 @@ def pii_times(segments: list[Segment], hit: PIIHit) -> tuple[float, float, bool]
         k -= 1
     while m + 1 < len(tail) and _homophone(tail[m + 1].text):
         m += 1
-    before = head[k - 1].end_s if k else segments[i].start_s
-    after = tail[m + 1].start_s if m + 1 < len(tail) else segments[j].end_s
+    before = head[k - 1].end_s if k else _previous_end(segments, i)
+    after = tail[m + 1].start_s if m + 1 < len(tail) else _next_start(segments, j)
     start = min(head[k].start_s, max(before, head[k].start_s - PAUSE_REACH_S))
     end = max(tail[m].end_s, min(after, tail[m].end_s + PAUSE_REACH_S))
     return round(start, 3), round(end, 3), True
+
+
+def _previous_end(segments: list[Segment], idx: int) -> float:
+    """Where the speech before segment ``idx`` on its channel ends (its segment's edge is the
+    model's guess: a digit it did not write can lie outside)."""
+    seg = segments[idx]
+    ends = [s.end_s for s in segments if s.channel == seg.channel and s.end_s <= seg.start_s]
+    return max(ends, default=0.0)
+
+
+def _next_start(segments: list[Segment], idx: int) -> float:
+    """Where the next speech on segment ``idx``'s channel starts (none: no bound)."""
+    seg = segments[idx]
+    starts = [s.start_s for s in segments if s.channel == seg.channel and s.start_s >= seg.end_s]
+    return min(starts, default=float("inf"))
 
 
 def _homophone(word: str) -> bool:

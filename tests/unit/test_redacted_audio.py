@@ -93,14 +93,15 @@ def test_a_card_read_by_the_customer_is_silenced_in_a_copy_and_nothing_else_chan
         if (t := decode(line, Transcript)).call_id == "site/card"
     ]
     assert [(p.type, p.role, p.start_s, p.end_s, p.word_timed) for p in t.pii] == [
-        ("bank_card", "customer", 4.6, 7.0, True)  # from the end of "is" (the pause before), to the segment's end
+        # from the end of "is" (the pause before) to a second after its last word (no later speech on the channel)
+        ("bank_card", "customer", 4.6, 8.0, True)
     ]
     copy = tmp_path / "out" / "redacted" / "site" / "card.wav"
     info = sf.info(copy)
     assert (info.format, info.subtype, info.samplerate, info.channels) == ("WAV", "PCM_16", 8000, 2)
     redacted, _ = sf.read(copy, dtype="int16")
     assert redacted.shape == original.shape
-    lo, hi = int(np.floor((4.6 - GUARD_S) * 8000)), int(np.ceil((7.0 + GUARD_S) * 8000))
+    lo, hi = int(np.floor((4.6 - GUARD_S) * 8000)), int(np.ceil((8.0 + GUARD_S) * 8000))
     assert not redacted[lo:hi, 1].any()  # the card's words and the guard: silence
     assert np.array_equal(redacted[:lo, 1], original[:lo, 1]) and np.array_equal(redacted[hi:, 1], original[hi:, 1])
     assert np.array_equal(redacted[:, 0], original[:, 0])  # the agent's channel: untouched
@@ -130,7 +131,7 @@ def test_flac_stays_flac_and_a_lossy_recording_becomes_a_pcm_16_wav_as_the_summa
     _, summary = run(tmp_path / "in", tmp_path / "out", "*.*")
 
     flac_copy, _ = sf.read(tmp_path / "out" / "redacted" / "card_flac.flac", dtype="int16")
-    lo, hi = int(np.floor((4.6 - GUARD_S) * 8000)), int(np.ceil((7.0 + GUARD_S) * 8000))
+    lo, hi = int(np.floor((4.6 - GUARD_S) * 8000)), int(np.ceil((8.0 + GUARD_S) * 8000))
     assert sf.info(tmp_path / "out" / "redacted" / "card_flac.flac").format == "FLAC"
     assert np.array_equal(flac_copy[:, 0], flac[:, 0]) and not flac_copy[lo:hi, 1].any()
     assert np.array_equal(flac_copy[hi:, 1], flac[hi:, 1])

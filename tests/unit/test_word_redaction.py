@@ -49,7 +49,13 @@ def test_a_span_reaches_into_the_pauses_around_its_words_at_most_a_second() -> N
     ]
     seg = Segment(role="customer", channel=1, start_s=0.0, end_s=5.3, text=text, words=words)
     t = redact_transcript(call("x").model_copy(update={"segments": [seg]}))
-    assert (t.pii[0].start_s, t.pii[0].end_s) == (2.0, 5.3)  # a second before; the segment's end after
+    assert (t.pii[0].start_s, t.pii[0].end_s) == (2.0, 5.9)  # a second either side: nothing said there
+    # the channel's next segment bounds it (not its own segment's end: the model's guess), the other
+    # channel's does not
+    later = Segment(role="customer", channel=1, start_s=5.6, end_s=7.0, text="thanks")
+    other = Segment(role="agent", channel=0, start_s=5.0, end_s=6.0, text="okay")
+    t = redact_transcript(call("x").model_copy(update={"segments": [seg, other, later]}))
+    assert (t.pii[0].start_s, t.pii[0].end_s) == (2.0, 5.6)
 
 
 def test_a_backstopped_segment_masks_every_digit_word() -> None:
