@@ -397,14 +397,19 @@ def test_a_long_digit_loop_before_a_pause_is_joined_in_linear_time():
     assert time.perf_counter() - started < 3.0
 
 
-@pytest.mark.parametrize("mono", [False, True])
-def test_a_number_answering_the_other_partys_question_is_what_was_asked_for(mono):
-    # the cue is only in the question: "and the security code on the back?" / "the code is 731"
+def code_asked_and_answered(mono: bool, answer: str):
+    """The agent asks for the security code and the customer answers 1.2 s later, on a stereo call
+    (two channels, two roles) or a mono one (one channel, "mixed")."""
     channel = 0 if mono else None
     role = ("mixed", "mixed") if mono else ("agent", "customer")
     question = seg(role[0], 10.0, 13.0, "Thank you, and the security code on the back?", channel)
-    answer = seg(role[1], 14.2, 16.0, "The code is 731.", channel)
-    hits, redacted = detect(question, answer)
+    return detect(question, seg(role[1], 14.2, 16.0, answer, channel))
+
+
+@pytest.mark.parametrize("mono", [False, True])
+def test_a_number_answering_the_other_partys_question_is_what_was_asked_for(mono):
+    # the cue is only in the question: "and the security code on the back?" / "the code is 731"
+    hits, redacted = code_asked_and_answered(mono, "The code is 731.")
     assert [(h.type, h.start_s, h.end_s, h.confidence) for h in hits] == [("card_secret", 14.2, 16.0, CUED_CONFIDENCE)]
     assert redacted[1] == "The code is [SECRET]."
 
@@ -438,11 +443,7 @@ def test_what_does_not_answer_a_question_for_a_number_stays(question, answer):
 def test_a_code_partly_heard_as_words_is_a_card_secret_to_its_segments_end(mono):
     # "zero nine seven" on 8 kHz u-law came out "near-o-9-7": two digits are fewer than a code has,
     # yet the answer to the question for the code is that code; fail closed, at a low confidence
-    channel = 0 if mono else None
-    role = ("mixed", "mixed") if mono else ("agent", "customer")
-    question = seg(role[0], 10.0, 13.0, "Thank you, and the security code on the back?", channel)
-    answer = seg(role[1], 14.2, 16.0, "The code is near-o-9-7 I think.", channel)
-    hits, redacted = detect(question, answer)
+    hits, redacted = code_asked_and_answered(mono, "The code is near-o-9-7 I think.")
     assert [(h.type, h.confidence) for h in hits] == [("card_secret", MISHEARD_CONFIDENCE)]
     assert redacted[1] == "The code is near-o-[SECRET]."  # "I think" too: the rest of the answer
 
