@@ -46,7 +46,7 @@ from pipeline.asr.packing import PackedWindow, pack_regions
 from pipeline.asr.registry import lookup, resolve_files
 from pipeline.asr.separation import MonoSeparator
 from pipeline.asr.text import to_simplified
-from pipeline.asr.timing import TimedSpan, coverage, timed_spans, window_texts
+from pipeline.asr.timing import MIN_SKIPPED_S, TimedSpan, coverage, timed_spans, window_texts
 from pipeline.asr.tokenizer import WhisperTokenizer
 from pipeline.asr.transcript import BatchStats, CallTranscript, DropReason, EngineStats, Segment, Untranscribed
 from pipeline.asr.vad import SileroVad, VadOptions
@@ -411,8 +411,10 @@ class Engine:
         untranscribed: list[Untranscribed] = []
         for d in decoded:
             w, language = d.window, d.result.language
-            untranscribed += [Untranscribed(w.channel, w.packed.pieces[i].src_start / SAMPLE_RATE,
-                                            w.packed.pieces[i].src_end / SAMPLE_RATE, why) for i, why in d.dropped]
+            # as for a piece stepped over, under MIN_SKIPPED_S of speech is no turn (a rest's last 36 ms)
+            lost = [(w.packed.pieces[i], why) for i, why in d.dropped]
+            untranscribed += [Untranscribed(w.channel, p.src_start / SAMPLE_RATE, p.src_end / SAMPLE_RATE, why)
+                              for p, why in lost if p.voiced >= MIN_SKIPPED_S * SAMPLE_RATE]
             pieces = window_texts(d.spans, w.packed, self.opts.split_pause_s)
             seconds = sum(p.end_s - p.start_s for p in pieces)  # transcribed seconds
             votes[w.channel][language] += seconds
