@@ -73,6 +73,9 @@ class Settings(BaseSettings):
     # per batch instead of one per call: one call at a time held a QA process near 6 calls/s).
     qa_batch_max: int = Field(default=64, ge=1)
     qa_batch_window_s: float = Field(default=0.05, gt=0.0)
+    # How often the Faust stages (router, QA, redact) commit their transaction: outputs become
+    # visible to read_committed consumers at this pace (Faust's own default, 2.8 s).
+    stage_commit_interval_s: float = Field(default=2.8, gt=0.0)
 
     # ASR engine (names a model in the registry; see pipeline/asr/registry.py)
     asr_model: str = "whisper-base"

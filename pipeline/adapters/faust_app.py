@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
 import faust
 from faust.sensors import Monitor
 from faust.transport.consumer import TopicPartitionGroup
+from faust.transport.drivers.aiokafka import Consumer as AIOKafkaConsumer
 from faust.types import TP
 
 from pipeline.adapters.faust_auth import faust_ignored_keys, faust_security
@@ -37,7 +38,7 @@ def create_faust_app(settings: Settings, app_id: str, topic_partitions: int | No
     datadir.mkdir(parents=True, exist_ok=True)
     limits = MessageLimits.from_catalog(load_catalog(settings.bucket_names))
     largest = limits.producer_max_bytes(limits.by_topic)
-    return faust.App(
+    app = faust.App(
         app_id,
         broker=f"kafka://{settings.kafka_bootstrap}",
         store="memory://",
@@ -46,6 +47,7 @@ def create_faust_app(settings: Settings, app_id: str, topic_partitions: int | No
         topic_allow_declare=True,
         web_enabled=False,
         datadir=str(datadir),
+        broker_commit_interval=settings.stage_commit_interval_s,
         broker_commit_livelock_soft_timeout=60.0,
         broker_session_timeout=20.0,  # a killed member's partitions move on after 20 s, not 60
         # One event may wait out a storage outage (the router's probe); with a full stream buffer
@@ -59,6 +61,27 @@ def create_faust_app(settings: Settings, app_id: str, topic_partitions: int | No
         **({"topic_partitions": topic_partitions} if topic_partitions else {}),
         **security,
     )
+    app.transport.Consumer = GatedConsumer  # its commits wait for outputs in flight (see GatedConsumer)
+    return app
+
+
+class GatedConsumer(AIOKafkaConsumer):
+    """Faust's consumer, whose commit never takes its offsets while an agent's outputs are in flight.
+
+    A commit takes the acknowledged offsets, then awaits before it commits the transactions. An
+    agent sending meanwhile put its outputs into those transactions while their inputs, acknowledged
+    only after delivery, stayed out of the offsets: both were published and the inputs read again
+    after a crash (a redaction event twice under SIGKILL, 2026-12-06). The agents send under
+    ``commit_gate`` and acknowledge their inputs before they release it (:func:`send_batch_in_source_transactions`).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.commit_gate = asyncio.Lock()
+
+    async def force_commit(self, topics: Any = None, start_new_transaction: bool = True) -> bool:
+        async with self.commit_gate:
+            return await super().force_commit(topics, start_new_transaction=start_new_transaction)
 
 
 class CommitMonitor(Monitor):
@@ -163,74 +186,51 @@ def _transactional_id(app: faust.App, topic: str, partition: int) -> str:
         tpg=TopicPartitionGroup(topic, partition, group), group_id=app.conf.id)
 
 
-async def send_in_source_transaction(app: faust.App, source: faust.types.Message, topic: str,
-                                     key: bytes | None, value: bytes, partition: int | None = None,
-                                     headers: list[tuple[str, bytes]] | None = None) -> None:
-    """Produce inside the transaction of the source partition, beside its offsets and table writes,
-    and wait until the broker has it: a stage that cannot write an output or a letter stops.
-
-    Faust's own ``topic.send`` picks the transaction by the *destination* partition, which
-    is only right when input and output are co-partitioned with the same partitioner; the
-    router chooses output partitions by load, and a SIGKILL test showed duplicates that way.
-    This keeps each output, its table writes and its input offset in one transaction.
-
-    The send's future is awaited before the agent takes the next event (which acks this one):
-    left alone, a refused send (e.g. MessageSizeTooLargeError) was only an unretrieved future
-    at shutdown while the input's offset was committed. On failure the process exits at once,
-    so neither Faust's ack-and-skip nor its commit at shutdown can move past the input; the
-    open transaction is aborted when the restarted stage's producer fences it (or it times out).
-    """
-    transactional_id = _transactional_id(app, source.topic, source.partition)
-    try:
-        delivery = await app.producer.send(topic, key, value, partition, None, headers,
-                                           transactional_id=transactional_id)
-        await delivery
-    except Exception as exc:  # noqa: BLE001 - any failure: the input must not be committed
-        halt(f"{type(exc).__name__}: {exc}", topic=topic, bytes=len(value), source_topic=source.topic,
-             source_partition=source.partition, source_offset=source.offset)
-
-
 Send = tuple[str, bytes | None, bytes, int | None, list[tuple[str, bytes]] | None]  # topic, key, value, partition, headers
 
 
-async def send_all_in_source_transaction(app: faust.App, source: faust.types.Message, sends: list[Send]) -> None:
-    """Several outputs of one input, as :func:`send_in_source_transaction`, with one wait for all.
+async def send_batch_in_source_transactions(app: faust.App, batch: list[tuple[faust.types.Message, list[Send]]],
+                                            inputs: Sequence[faust.types.Message]) -> None:
+    """Send the outputs of a batch, each in its source partition's transaction, wait for every
+    delivery, then acknowledge every input of the batch (``inputs``, those without outputs too),
+    all under the consumer's commit gate: a commit covers an output together with its input or
+    neither (see :class:`GatedConsumer`).
 
-    Each (topic, key, value, partition, headers) joins the source partition's transaction; the
-    deliveries are awaited together, so an input with two outputs (the router's RoutedCall and
-    its de-dup marker) waits for one broker round trip instead of two in a row. Any failure stops
-    the process before the input can be acknowledged, as for a single send.
+    Faust's own ``topic.send`` picks the transaction by the *destination* partition, which is
+    only right when input and output are co-partitioned with the same partitioner; the router
+    chooses output partitions by load, and a SIGKILL test showed duplicates that way. Sends are
+    queued in input order, so the outputs of one partition keep that order.
+
+    Any failure stops the process before an input of the batch is acknowledged: left alone, a
+    refused send (e.g. MessageSizeTooLargeError) was an unretrieved future while the input's offset
+    was committed. Neither Faust's ack-and-skip nor its commit at shutdown may move past the input;
+    the open transaction is aborted when the restarted stage's producer fences it (or it times out).
     """
-    await send_batch_in_source_transactions(app, [(source, sends)])
-
-
-async def send_batch_in_source_transactions(app: faust.App,
-                                            batch: list[tuple[faust.types.Message, list[Send]]]) -> None:
-    """The outputs of a batch of inputs, each in its own source partition's transaction, with one
-    wait for all their deliveries (a batch's inputs are acknowledged together, after this returns).
-
-    Sends are queued in input order, so the outputs of one partition keep that order. Any failure
-    stops the process before an input of the batch can be acknowledged (see
-    :func:`send_in_source_transaction`).
-    """
-    pending: list[tuple[faust.types.Message, Send, Any]] = []
-    current: tuple[faust.types.Message, Send] | None = None
-    try:
-        for source, sends in batch:
-            transactional_id = _transactional_id(app, source.topic, source.partition)
-            for send in sends:
+    consumer = app.consumer
+    if not isinstance(consumer, GatedConsumer):
+        raise TypeError(f"the app's consumer is {type(consumer).__name__}, not GatedConsumer")
+    async with consumer.commit_gate:
+        pending: list[tuple[faust.types.Message, Send, Any]] = []
+        current: tuple[faust.types.Message, Send] | None = None
+        try:
+            for source, sends in batch:
+                transactional_id = _transactional_id(app, source.topic, source.partition)
+                for send in sends:
+                    current = (source, send)
+                    topic, key, value, partition, headers = send
+                    delivery = await app.producer.send(topic, key, value, partition, None, headers,
+                                                       transactional_id=transactional_id)
+                    pending.append((source, send, delivery))
+            for source, send, delivery in pending:
                 current = (source, send)
-                topic, key, value, partition, headers = send
-                delivery = await app.producer.send(topic, key, value, partition, None, headers,
-                                                   transactional_id=transactional_id)
-                pending.append((source, send, delivery))
-        for source, send, delivery in pending:
-            current = (source, send)
-            await delivery
-    except Exception as exc:  # noqa: BLE001 - any failure: no input of the batch may be committed
-        source, send = current if current else (batch[0][0], ("", None, b"", None, None))
-        halt(f"{type(exc).__name__}: {exc}", topic=send[0], bytes=len(send[2]), source_topic=source.topic,
-             source_partition=source.partition, source_offset=source.offset, batch_inputs=len(batch))
+                await delivery
+        except Exception as exc:  # noqa: BLE001 - any failure: no input of the batch may be committed
+            source, send = current if current else (batch[0][0], ("", None, b"", None, None))
+            halt(f"{type(exc).__name__}: {exc}", topic=send[0], bytes=len(send[2]), source_topic=source.topic,
+                 source_partition=source.partition, source_offset=source.offset, batch_inputs=len(batch))
+        for message in inputs:  # as Stream.ack does; the stream's own ack later finds it done
+            if message.ack(consumer):
+                app.sensors.on_message_out(message.tp, message.offset, message)
 
 
 async def take_in_batches(

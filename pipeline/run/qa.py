@@ -79,7 +79,7 @@ def create_app(settings: Settings, app_id: str = "callqa-qa", health: StageHealt
         await send_batch_in_source_transactions(app, [
             (msg, [(settings.topic(r.topic), r.key, r.value, r.partition, list(r.headers) or None)
                    for r in records])
-            for (msg, _), records in zip(batch, planned) if records])
+            for (msg, _), records in zip(batch, planned) if records], [event.message for event in events])
         for (msg, received), (outcome, took_s), records in zip(batch, timed, planned):
             tally.count(msg.partition)
             step.account(outcome, records, received, time.perf_counter() - took_s)  # logs its own time

@@ -26,7 +26,7 @@ import faust
 from pipeline.adapters.faust_app import (
     abort_open_transactions_on_revoke,
     create_faust_app,
-    send_in_source_transaction,
+    send_batch_in_source_transactions,
     stop_transactions_of_lost_partitions,
     watch_health,
 )
@@ -105,8 +105,9 @@ def create_app(
             # Off the event loop: reading, cutting and writing a long call must not stall heartbeats.
             outcome = await loop.run_in_executor(None, step.redact, planned, received)
             records = step.plan(outcome, received)
-            for record in records:
-                await send_in_source_transaction(app, msg, settings.topic(record.topic), record.key, record.value)
+            await send_batch_in_source_transactions(
+                app, [(msg, [(settings.topic(r.topic), r.key, r.value, None, None) for r in records])], [msg]
+            )
             step.account(outcome, records, received, started)
 
     return app

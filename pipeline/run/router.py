@@ -6,7 +6,7 @@ processes share the arrival partitions (one consumer group); the app runs with
 
 De-duplication: every routed object version leaves a marker on the compacted topic
 ``router.seen``, produced in the same transaction as the RoutedCall and the input
-offset (see :func:`pipeline.adapters.faust_app.send_all_in_source_transaction`), so a killed
+offset (see :func:`pipeline.adapters.faust_app.send_batch_in_source_transactions`), so a killed
 router re-routes nothing twice and loses nothing. A Faust Table was tried first:
 its changelog writes committed in a transaction of their own, and a SIGKILL test
 then lost 35 of 300 arrivals (marked seen, never routed). Arrivals of one object land
@@ -140,7 +140,7 @@ def create_app(settings: Settings, app_id: str = "callqa-router", health: StageH
         await send_batch_in_source_transactions(app, [
             (msg, [(settings.topic(r.topic), r.key, r.value, r.partition, list(r.headers) or None)
                    for r in records])
-            for (msg, _), (_, records) in zip(batch, decided) if records])
+            for (msg, _), (_, records) in zip(batch, decided) if records], [event.message for event in events])
         for (msg, _), (_, records) in zip(batch, decided):
             for record in records:
                 if record.topic == SEEN and record.key is not None:

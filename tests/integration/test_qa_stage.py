@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 from collections import Counter
 from pathlib import Path
 
@@ -84,3 +85,41 @@ def test_a_transcript_over_one_megabyte_is_evaluated(isolated_settings: Settings
     results, letters = run_qa(settings, unique, tmp_path, want=2)
     assert sorted(r.call_id for r in results) == ["after", "long"], (tmp_path / "qa.log").read_text()[-3000:]
     assert not letters
+
+
+def test_a_stage_killed_mid_stream_again_and_again_publishes_each_result_once(
+    isolated_settings: Settings, unique: str, tmp_path: Path
+) -> None:
+    """SIGKILL three times while results are in flight, then a last run: every transcript has its
+    QA result exactly once. One transcript per batch (qa_batch_max=1) keeps a delivery in flight
+    most of the time, so a commit often starts while one is; before the commit gate
+    (faust_app.GatedConsumer) such a commit published the output without its input's offset."""
+    settings = isolated_settings
+    apply_catalog(settings, load_catalog(settings.bucket_names))
+    n = 2000
+    calls = [transcript(f"c{i:04d}", "Hello, my name is Anna. This call is recorded for quality purposes.",
+                        "I want to check my balance.") for i in range(n)]
+    produce(settings, "asr.transcripts", [(t.call_id.encode(), encode(t)) for t in calls])
+    reader = TopicReader(settings, ["qa.findings", "qa.dlq"])
+    log = tmp_path / "qa.log"
+
+    def results() -> list[str]:
+        return [decode(m.value(), QAResult).call_id for m in reader.messages if m.topic().endswith("qa.findings")]
+
+    for kill_at in (200, 600, 1000):
+        proc = spawn(settings, log, "qa", "--app-id", f"qa-{unique}", qa_batch_max="1")
+        try:
+            reader.wait_for(lambda _: len(results()), kill_at, timeout_s=240, settle_s=0)
+            assert len(set(results())) < n, "the stage finished before it was killed"
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+        finally:
+            stop(proc)
+    last = spawn(settings, log, "qa", "--app-id", f"qa-{unique}", qa_batch_max="1")
+    try:
+        reader.wait_for(lambda _: len(set(results())), n, timeout_s=300, settle_s=5)
+    finally:
+        stop(last)
+    counts = Counter(results())
+    assert len(counts) == n, log.read_text()[-3000:]
+    assert {k: v for k, v in counts.items() if v > 1} == {}, "published more than once"
