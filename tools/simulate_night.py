@@ -522,7 +522,19 @@ def report(state: NightRun) -> dict[str, Any]:
     qa_ids = Counter((m.key() or b"").decode() for m in by_topic["qa.findings"])
     expected = {key_for(PREFIX, r).rsplit(".", 1)[0] for r in night}
     lost = expected - set(transcript_ids) - dead_ids
-    duplicates = sum(c - 1 for c in transcript_ids.values()) + sum(c - 1 for c in routed_ids.values())
+    letter_ids = Counter(
+        _letter_call(decode(m.value(), DeadLetter)) for t in ("router.dlq", "asr.dlq") for m in by_topic[t]
+    )
+    repeats = {  # every output counts: a letter published twice is a duplicate too
+        name: sum(c - 1 for c in ids.values())
+        for name, ids in (
+            ("routed", routed_ids),
+            ("transcripts", transcript_ids),
+            ("qa_results", qa_ids),
+            ("dead_letters", letter_ids),
+        )
+    }
+    duplicates = sum(repeats.values())
     stamps = sorted(m.timestamp()[1] / 1000 for m in routed)
     router_rate = (len(stamps) - 1) / (stamps[-1] - stamps[0]) if len(stamps) > 1 and stamps[-1] > stamps[0] else None
     routed_by_s = stamps[-1] - published_at if stamps else None  # the burst's last call routed
@@ -563,6 +575,7 @@ def report(state: NightRun) -> dict[str, Any]:
         "dead_lettered_by_topic": {"router.dlq": counts["router.dlq"], "asr.dlq": counts["asr.dlq"]},
         "planted_bad_inputs": sum(1 for r in night if r.fault),
         "duplicates": duplicates,
+        "duplicates_by_output": repeats,
         "lost": len(lost),
         "lost_sample": sorted(lost)[:10],
         "router_arrivals_per_s": round(router_rate, 1) if router_rate else None,

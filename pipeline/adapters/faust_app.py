@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -140,44 +140,54 @@ def watch_health(app: faust.App, health: StageHealth | None, input_topic: str, e
         health.replace_assignment((tp.topic, tp.partition) for tp in assigned if tp.topic == input_topic)
 
 
-def stop_transactions_of_lost_partitions(app: faust.App, input_topic: str) -> None:
+def stop_transactions_of_lost_partitions(app: faust.App, input_topics: Collection[str]) -> None:
     """Stop a partition's transactional producer when the partition goes to another member.
 
     Faust (0.15.3) leaves it running; the new owner's producer fences it, and when the
     partition comes back Faust reuses the fenced producer: the first output fails with
     ProducerFenced and the app crashes (seen in the router hand-over test). Stopped here,
-    a partition that comes back gets a fresh producer.
+    a partition that comes back gets a fresh producer. One producer serves partition p of
+    every input topic (co-partitioned), so it is stopped once p of none of them is left.
     """
-    owned: set[int] = set()
+    owned: set[str] = set()
 
     @app.on_partitions_assigned.connect
     async def _stop_lost(sender: object, assigned: set, **_: object) -> None:
-        now = {tp.partition for tp in assigned if tp.topic == input_topic}
-        for partition in sorted(owned - now):
-            await app.producer.stop_transaction(_transactional_id(app, input_topic, partition))
+        now = {_transactional_id(app, tp.topic, tp.partition) for tp in assigned if tp.topic in input_topics}
+        for transactional_id in sorted(owned - now):
+            await app.producer.stop_transaction(transactional_id)
         owned.clear()
         owned.update(now)
 
 
-def abort_open_transactions_on_revoke(app: faust.App, input_topic: str) -> None:
+def abort_open_transactions_on_revoke(app: faust.App, input_topics: Collection[str]) -> None:
     """Roll back what each revoked partition produced since its last commit.
 
     Faust (0.15.3) leaves that transaction open across a rebalance and rewinds the partition to
     its committed offset; for a partition it keeps, ``begin_transaction`` then fails on the open
     one ("Exception in begin_transaction"), the events are processed again into the same
     transaction and the next commit publishes both copies (seen with two QA members of one
-    group: 4 of 6 results twice, 2 runs in 5). Aborted at the revoke, after Faust waited for the
-    agents and flushed, the outputs go with the offsets that were not committed either; the
-    events are processed again once, by whichever member gets the partition.
+    group: 4 of 6 results twice, 2 runs in 5; and with three routers joining over a burst of
+    2,000 arrivals: 256 and 534 calls routed twice, 69 and 143 dead letters twice, in two nights).
+    Aborted at the revoke, after Faust waited for the agents and flushed, the outputs go with the
+    offsets that were not committed either; the events are processed again once, by whichever
+    member gets the partition. Each transaction once: partition p of every input shares one.
     """
 
     @app.on_partitions_revoked.connect
     async def _abort_revoked(sender: object, revoked: set, **_: object) -> None:
         producers = getattr(app.producer, "_transaction_producers", {})
-        for tp in sorted(t for t in revoked if t.topic == input_topic):
-            transactional_id = _transactional_id(app, tp.topic, tp.partition)
-            if transactional_id in producers:
+        lost = {_transactional_id(app, tp.topic, tp.partition) for tp in revoked if tp.topic in input_topics}
+        async with _gate(app):  # not inside a commit that already took these partitions' offsets
+            for transactional_id in sorted(lost & set(producers)):
                 await app.producer.abort_transaction(transactional_id)
+
+
+def _gate(app: faust.App) -> asyncio.Lock:
+    consumer = app.consumer
+    if not isinstance(consumer, GatedConsumer):
+        raise TypeError(f"the app's consumer is {type(consumer).__name__}, not GatedConsumer")
+    return consumer.commit_gate
 
 
 def _transactional_id(app: faust.App, topic: str, partition: int) -> str:
@@ -207,9 +217,7 @@ async def send_batch_in_source_transactions(app: faust.App, batch: list[tuple[fa
     the open transaction is aborted when the restarted stage's producer fences it (or it times out).
     """
     consumer = app.consumer
-    if not isinstance(consumer, GatedConsumer):
-        raise TypeError(f"the app's consumer is {type(consumer).__name__}, not GatedConsumer")
-    async with consumer.commit_gate:
+    async with _gate(app):
         pending: list[tuple[faust.types.Message, Send, Any]] = []
         current: tuple[faust.types.Message, Send] | None = None
         try:

@@ -54,9 +54,9 @@ def create_app(settings: Settings, app_id: str = "callqa-qa", health: StageHealt
                             key_serializer="raw", value_serializer="raw")
     limits = MessageLimits.from_catalog(load_catalog(settings.bucket_names))
     watch_health(app, health, settings.topic("asr.transcripts"))
-    for name in (settings.topic("asr.transcripts"), retry_name):
-        stop_transactions_of_lost_partitions(app, name)
-        abort_open_transactions_on_revoke(app, name)
+    inputs = [settings.topic("asr.transcripts"), retry_name]
+    stop_transactions_of_lost_partitions(app, inputs)
+    abort_open_transactions_on_revoke(app, inputs)
     tally = tally or ReplayTally()
     if bound is not None:
         bound.check_topic(settings.topic("asr.transcripts"))

@@ -80,9 +80,8 @@ def create_app(
     )
     limits = MessageLimits.from_catalog(load_catalog(settings.bucket_names))
     watch_health(app, health, input_name)
-    for name in (input_name, retry_name):
-        stop_transactions_of_lost_partitions(app, name)
-        abort_open_transactions_on_revoke(app, name)
+    stop_transactions_of_lost_partitions(app, [input_name, retry_name])
+    abort_open_transactions_on_revoke(app, [input_name, retry_name])
     step = TranscriptRedaction(redactor, Writer(limits, group, None, settings.topic), retry_name)
 
     @app.agent(transcripts)

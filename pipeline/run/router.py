@@ -38,6 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 import faust
 
 from pipeline.adapters.faust_app import (
+    abort_open_transactions_on_revoke,
     as_received,
     create_faust_app,
     on_commit,
@@ -85,8 +86,8 @@ def create_app(settings: Settings, app_id: str = "callqa-router", health: StageH
     # Progress stamps on routed calls (what `callqa lag` reads); totals resume from the topics.
     progress = recover_progress(settings, list(bucket_names.values()))
     watch_health(app, health, arrivals_name)
-    for name in (arrivals_name, retry_name):
-        stop_transactions_of_lost_partitions(app, name)
+    stop_transactions_of_lost_partitions(app, [arrivals_name, retry_name])
+    abort_open_transactions_on_revoke(app, [arrivals_name, retry_name])
 
     on_commit(app, markers.on_committed)  # a marker is known once the transaction holding it committed
 

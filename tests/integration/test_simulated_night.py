@@ -58,3 +58,31 @@ def test_a_small_night_loses_nothing_and_duplicates_nothing(isolated_settings: S
     assert result["peak_rss_mb"]["router"] > 0 and result["peak_rss_mb"]["worker"] > 0
     # the plan's finish pays the engine's batching costs (window round-up), past audio / RTFx
     assert night["plan"]["busy_s"] > night["plan"]["busy_s_audio_only"] and night["plan"]["cost_factors"]["long"] > 1
+
+
+def test_routers_joining_one_after_another_over_a_burst_route_and_dead_letter_each_arrival_once(
+    isolated_settings: Settings, tmp_path: Path
+) -> None:
+    """Three routers start together over a burst with many bad inputs: while the group forms, the
+    first router's partitions are revoked and given back or moved. Before its open transactions were
+    aborted at the revoke, a 2,000-call night routed 256-534 calls twice and dead-lettered 69-143
+    arrivals twice (a kept partition was rewound and processed again into the same transaction)."""
+    opts = parse_args(
+        [
+            "--calls", "1500",
+            "--out", str(tmp_path),
+            "--routers", "3",
+            "--workers", "short=1,medium=1,long=1,xlong=1",
+            "--bad-share", "0.2",
+            "--kill-at", "0",
+            "--scale-out-at", "0",
+            "--target-wall-s", "30",
+            "--timeout-s", "300",
+        ]
+    )  # fmt: skip
+    run(isolated_settings.model_copy(update={"arrivals_topic": None}), opts)
+    night = json.loads((tmp_path / "night.json").read_text())
+    assert night["router_processes"] == 3
+    assert night["duplicates_by_output"] == {"routed": 0, "transcripts": 0, "qa_results": 0, "dead_letters": 0}
+    assert night["lost"] == 0, night["lost_sample"]
+    assert night["dead_lettered"] == night["planted_bad_inputs"] == night["dead_lettered_by_topic"]["router.dlq"]
