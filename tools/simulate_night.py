@@ -76,6 +76,7 @@ class Proc:
     port: int
     popen: subprocess.Popen | None = None
     peak_rss_mb: float = 0.0
+    rss_mb: list[tuple[float, float]] = field(default_factory=list)  # (when, resident MB) of the current process
     busy_s: float = 0.0
     started_at: float = 0.0
     killed: bool = False
@@ -110,6 +111,7 @@ class Night:
                 stderr=subprocess.STDOUT,
             )
         proc.started_at = time.time()
+        proc.rss_mb = []
 
     def sample(self) -> None:
         """Peak RSS (the kernel's high-water mark) and engine busy seconds of every live process."""
@@ -120,6 +122,8 @@ class Night:
                 for line in Path(f"/proc/{p.popen.pid}/status").read_text().splitlines():
                     if line.startswith("VmHWM:"):
                         p.peak_rss_mb = max(p.peak_rss_mb, int(line.split()[1]) / 1024)
+                    elif line.startswith("VmRSS:"):
+                        p.rss_mb.append((time.time(), int(line.split()[1]) / 1024))
             except OSError:
                 pass
             if p.stage.startswith("asr-"):
@@ -499,6 +503,24 @@ def _night(state: NightRun) -> NightRun:
     return state
 
 
+def rss_growth(procs: list[Proc], published_at: float, makespan_wall: float | None) -> dict[str, dict[str, float]]:
+    """Per process, resident memory a quarter into the night and at its end, and the growth between
+    (a process that grows with the calls it has handled shows here, not in its peak)."""
+    if not makespan_wall:
+        return {}
+    quarter = published_at + makespan_wall / 4
+    out = {}
+    for p in procs:
+        later = [(t, mb) for t, mb in p.rss_mb if t >= quarter]
+        if len(later) > 1:
+            out[p.name] = {
+                "at_quarter": round(later[0][1], 1),
+                "at_end": round(later[-1][1], 1),
+                "growth": round(later[-1][1] - later[0][1], 1),
+            }
+    return out
+
+
 def _letter_call(letter: DeadLetter) -> str:
     """The call a dead letter stands for: its object key without the extension (a call id)."""
     payload = json.loads(letter.original_payload)
@@ -627,6 +649,7 @@ def report(state: NightRun) -> dict[str, Any]:
             for p in sim.procs
             if p.stage.startswith("asr-")
         },
+        "rss_growth_mb": rss_growth(sim.procs, published_at, makespan_wall),
         "timeline": timeline,
         "machine": f"{os.cpu_count()} cores, shared with other engineers (wall times are loaded figures)",
     }
