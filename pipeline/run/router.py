@@ -137,15 +137,17 @@ def create_app(settings: Settings, app_id: str = "callqa-router", health: StageH
             loop.run_in_executor(probes, step.inspect, received, seen_of[msg.partition])
             for msg, received in batch))
         decided = step.decide_batch([(r, i) for (_, r), i in zip(batch, inspected)], seen_of)
+        # Pending until committed; noted before the batch is acknowledged, so no commit can cover
+        # an arrival whose marker it does not know yet.
+        for (msg, _), (_, records) in zip(batch, decided):
+            for record in records:
+                if record.topic == SEEN and record.key is not None:
+                    markers.sent(msg.partition, record.key.decode(), msg.offset)
         # Every routed call and marker in its arrival's transaction; one wait for all deliveries.
         await send_batch_in_source_transactions(app, [
             (msg, [(settings.topic(r.topic), r.key, r.value, r.partition, list(r.headers) or None)
                    for r in records])
             for (msg, _), (_, records) in zip(batch, decided) if records], [event.message for event in events])
-        for (msg, _), (_, records) in zip(batch, decided):
-            for record in records:
-                if record.topic == SEEN and record.key is not None:
-                    markers.sent(msg.partition, record.key.decode(), msg.offset)  # pending until committed
         for (_, received), (outcome, records) in zip(batch, decided):
             step.account(outcome, records, received, started)
 
