@@ -12,6 +12,7 @@ PY=${PYTHON:-.venv/bin/python}
     pipeline/stages pipeline/batching.py pipeline/run/step_frame.py pipeline/asr/windows.py pipeline/chinese.py pipeline/run/worker.py pipeline/run/worker_commit.py \
     pipeline/adapters/fetch.py pipeline/adapters/file_store.py pipeline/adapters/minio_store.py \
     pipeline/adapters/faust_auth.py pipeline/run/router_markers.py pipeline/runtime/kafka_retry.py tools/bench_markers.py \
+    pipeline/run/router_lanes.py pipeline/runtime/lag_kafka.py pipeline/runtime/backlog.py \
     tests/unit/test_router_markers.py tests/unit/test_faust_security.py tests/unit/test_kafka_retry.py \
     tests/integration/test_router_handover.py tests/integration/test_faust_sasl.py \
     pipeline/adapters/local_inputs.py tests/unit/test_local_inputs.py pipeline/run/progress_bar.py \

@@ -1,9 +1,10 @@
 """Throughput, ETA and the night-window verdict (pure: no Kafka, injected clock values).
 
 Throughput is measured, never assumed: the cumulative audio seconds a group has consumed
-(from the progress stamp at its committed offset) is sampled over time, and the rate is the
-change over the last ``window_s`` seconds. Stages without stamps get a message rate from
-their committed offsets instead.
+(from the progress stamps at its committed offset, per lane) is sampled over time, and the rate
+is the change over the last ``window_s`` seconds, summed over the lanes sampled now (a lane no
+longer found near the committed offset is idle there: its old samples do not count). Stages
+without stamps get a message rate from their committed offsets instead.
 
 A group at the last stable offset is not necessarily done: a transaction left open (a hung
 producer, a hanging transaction the broker failed to abort) holds that offset back, and the
@@ -107,13 +108,25 @@ def sample_key(row: PartitionBacklog) -> str:
     return f"{row.group}|{row.topic}|{row.partition}"
 
 
+def _lane_key(row: PartitionBacklog, lane: object) -> str:
+    return f"{sample_key(row)}|audio|{lane}"
+
+
 def record_samples(tracker: RateTracker, rows: Iterable[PartitionBacklog], t: float) -> None:
-    """Audio consumed where stamps exist; otherwise the committed offset (messages consumed)."""
+    """Audio consumed per lane where stamps exist; and the committed offset (messages consumed)."""
     for row in rows:
-        if row.consumed_audio_s is not None:
-            tracker.add(sample_key(row) + "|audio", t, row.consumed_audio_s)
+        for lane, consumed in row.consumed_by_lane.items():
+            tracker.add(_lane_key(row, lane), t, consumed)
         if row.committed is not None:
             tracker.add(sample_key(row) + "|offset", t, float(row.committed))
+
+
+def partition_rate(tracker: RateTracker, row: PartitionBacklog) -> float | None:
+    """Audio s/s over the row's lanes where its audio is known, else messages/s."""
+    if row.audio_s is None:
+        return tracker.rate(sample_key(row) + "|offset")
+    known = [r for lane in row.consumed_by_lane if (r := tracker.rate(_lane_key(row, lane))) is not None]
+    return sum(known) if known else None
 
 
 def held_s(row: PartitionBacklog, now: datetime) -> float | None:
@@ -132,8 +145,9 @@ def summarize(rows: list[PartitionBacklog], tracker: RateTracker, now: datetime,
         messages = sum(p.messages for p in parts)
         audio_known = all(p.audio_s is not None for p in parts)
         audio_s = round(sum(p.audio_s or 0.0 for p in parts), 3) if audio_known else None
-        suffix, behind, unit = ("|audio", audio_s, "audio s/s") if audio_known else ("|offset", messages, "msg/s")
-        rates = [tracker.rate(sample_key(p) + suffix) for p in parts]
+        behind, unit = (audio_s, "audio s/s") if audio_known else (messages, "msg/s")
+        rates = [partition_rate(tracker, p) if audio_known else tracker.rate(sample_key(p) + "|offset")
+                 for p in parts]
         known = [r for r in rates if r is not None]
         rate = sum(known) if known else None
         held = max((h for p in parts if (h := held_s(p, now)) is not None), default=None)

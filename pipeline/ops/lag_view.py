@@ -11,7 +11,7 @@ from typing import Any
 from rich.table import Table
 
 from pipeline.runtime.backlog import PartitionBacklog
-from pipeline.ops.lag import GroupSummary, RateTracker, held_s, sample_key
+from pipeline.ops.lag import GroupSummary, RateTracker, held_s, partition_rate
 from pipeline.ops.times import zone_label
 
 
@@ -40,8 +40,8 @@ def _hms(seconds: float | None) -> str:
 def as_json(rows: list[PartitionBacklog], summaries: list[GroupSummary], tracker: RateTracker,
             now: datetime, end: datetime | None, took_s: float) -> dict[str, Any]:
     def partition(row: PartitionBacklog) -> dict[str, Any]:
-        suffix = "|audio" if row.audio_s is not None else "|offset"
-        return {**asdict(row), "rate": tracker.rate(sample_key(row) + suffix), "held_s": held_s(row, now)}
+        fields = {**asdict(row), "consumed_by_lane": {str(k): v for k, v in row.consumed_by_lane.items()}}
+        return {**fields, "rate": partition_rate(tracker, row), "held_s": held_s(row, now)}
 
     return {
         "now": now.isoformat(timespec="milliseconds"), "window_end": end.isoformat() if end else None,
@@ -75,8 +75,7 @@ def table(rows: list[PartitionBacklog], summaries: list[GroupSummary], tracker: 
             if (r.stage, r.group) != (s.stage, s.group) or (r.messages == 0 and s.messages == 0
                                                               and r.held_since is None):
                 continue
-            suffix = "|audio" if r.audio_s is not None else "|offset"
-            rate_p = tracker.rate(sample_key(r) + suffix)
+            rate_p = partition_rate(tracker, r)
             out.add_row("", "", str(r.partition), str(r.messages) + ("" if r.exact else "~"), _hms(r.audio_s),
                         "-" if rate_p is None else f"{rate_p:.2f}", "", "", style="dim")
     return out

@@ -51,10 +51,11 @@ from pipeline.adapters.minio_store import retrying_store
 from pipeline.catalog import load_catalog
 from pipeline.config import Settings
 from pipeline.errors import StackError
+from pipeline.headers import PartitionProgress
+from pipeline.run.router_lanes import LaneTotals
 from pipeline.run.router_markers import MarkerLoader
 from pipeline.run.router_step import ArrivalStep
 from pipeline.runtime.health import StageHealth
-from pipeline.runtime.lag_kafka import recover_progress
 from pipeline.stages.markers import MarkerSet, check_co_partitioned
 from pipeline.stages.outputs import SEEN, Writer
 from pipeline.stages.router import ArrivalRouter
@@ -83,8 +84,10 @@ def create_app(settings: Settings, app_id: str = "callqa-router", health: StageH
                          key_serializer="raw", value_serializer="raw")
     limits = MessageLimits.from_catalog(load_catalog(settings.bucket_names))
     markers = MarkerLoader(settings, seen_topic, arrivals_name)  # identity of a routed object version → when
-    # Progress stamps on routed calls (what `callqa lag` reads); totals resume from the topics.
-    progress = recover_progress(settings, list(bucket_names.values()))
+    # Progress stamps on routed calls (what `callqa lag` reads), totals per arrivals partition (lane)
+    # taken up from the bucket topics on assignment.
+    progress = PartitionProgress()
+    lanes = LaneTotals(settings, list(bucket_names.values()), arrivals_name, progress)
     watch_health(app, health, arrivals_name)
     stop_transactions_of_lost_partitions(app, [arrivals_name, retry_name])
     abort_open_transactions_on_revoke(app, [arrivals_name, retry_name])
@@ -94,16 +97,13 @@ def create_app(settings: Settings, app_id: str = "callqa-router", health: StageH
     @app.on_partitions_revoked.connect
     async def _markers_revoked(sender: object, revoked: set, **_: object) -> None:
         markers.on_revoked(revoked)
+        lanes.on_revoked(revoked)
 
     @app.on_partitions_assigned.connect
     async def _markers_assigned(sender: object, assigned: set, **_: object) -> None:
-        markers.on_assigned(assigned)  # reads in the background; the agent waits for each partition
-
-    @app.on_partitions_assigned.connect
-    async def _recover(sender: object, assigned: set, **_: object) -> None:
-        # Arrivals moved between routers: take up totals another router may have advanced.
-        await asyncio.get_running_loop().run_in_executor(
-            None, recover_progress, settings, list(bucket_names.values()), progress)
+        # Both read in the background; the agent waits for each partition's.
+        markers.on_assigned(assigned)
+        lanes.on_assigned(assigned)
 
     router = ArrivalRouter(
         # Probes wait out a storage outage (up to storage_retry_deadline_s) in the executor thread:
@@ -131,8 +131,9 @@ def create_app(settings: Settings, app_id: str = "callqa-router", health: StageH
                  if step.wanted(event.message.topic, event.headers)]  # else a redrive for another router group
         seen_of: dict[int, MarkerSet] = {}
         for msg, _ in batch:
-            if msg.partition not in seen_of:  # routing waits until the partition's markers are in
+            if msg.partition not in seen_of:  # routing waits until the partition's markers and totals are in
                 seen_of[msg.partition] = await markers.seen(msg.partition)
+                await lanes.ready(msg.partition)
         inspected = await asyncio.gather(*(
             loop.run_in_executor(probes, step.inspect, received, seen_of[msg.partition])
             for msg, received in batch))

@@ -2,16 +2,18 @@
 
 Per call: one ListOffsets round (low and last-stable offsets of every partition), one
 committed-offsets request per group, then two fetch rounds over all stamped partitions at
-once: the first record at each committed offset, and the last record before each end offset.
-Nothing scans a topic (see :mod:`pipeline.headers`).
+once: back from each end offset until every lane's last stamp is found (a few records per lane
+where lanes interleave), and forward from each committed offset until the first stamp of every
+lane with records after it is. Nothing scans a topic (see :mod:`pipeline.headers`).
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from confluent_kafka import (
     Consumer,
@@ -23,11 +25,36 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from pipeline.config import Settings
 from pipeline.errors import StackError
-from pipeline.headers import Stamp
+from pipeline.headers import Lane, Stamp
 from pipeline.runtime.backlog import PartitionBacklog, PartitionPosition, partition_backlog
 from pipeline.runtime.kafka_retry import TIMEOUT_S, retrying
 
 TP = tuple[str, int]
+# Offsets `callqa lag` reads back from a bucket partition's end for its lanes' last stamps: past
+# it (lanes that stopped writing long ago, under a backlog larger than this) its audio is a lower
+# bound, marked inexact. Where lanes interleave, a few records per lane find them all.
+BACK_CAP = 20_000
+
+
+@dataclass
+class LanesBack:
+    """What reading back from a partition's end found: each lane's last stamp and its offset."""
+
+    read_from: int  # the lowest offset read
+    found: dict[Lane, tuple[int, Stamp]] = field(default_factory=dict)
+    every_lane: bool = False  # every lane asked for was found, or the whole partition read
+    data_after_start: bool = False  # a data record at or after the group's start offset
+
+    def stamps(self) -> dict[Lane, Stamp]:
+        return {lane: stamp for lane, (_, stamp) in self.found.items()}
+
+    def lanes_from(self, start: int) -> set[Lane]:
+        """The lanes found with records at or after ``start``."""
+        return {lane for lane, (offset, _) in self.found.items() if offset >= start}
+
+    def drained(self, start: int) -> bool:
+        """Nothing but transaction markers from ``start`` to the end."""
+        return self.read_from <= start and not self.data_after_start
 
 
 @dataclass(frozen=True)
@@ -38,8 +65,13 @@ class StageSpec:
     stamped: bool  # records carry progress stamps (the bucket topics)
 
 
-def stage_specs(settings: Settings, router_group: str, qa_group: str,
-                buckets: Sequence[str] | None = None, asr_groups: dict[str, str] | None = None) -> list[StageSpec]:
+def stage_specs(
+    settings: Settings,
+    router_group: str,
+    qa_group: str,
+    buckets: Sequence[str] | None = None,
+    asr_groups: dict[str, str] | None = None,
+) -> list[StageSpec]:
     """The consumer groups of a deployment, in pipeline order."""
     specs = [StageSpec("router", router_group, settings.arrivals, False)]
     for bucket in buckets or settings.bucket_names:
@@ -61,11 +93,18 @@ def group_specs(reader: "OffsetsReader", specs: list[StageSpec], asked: Sequence
                 raise StackError(f"--group {value}: no stage {stage!r} (stages: {[s.stage for s in specs]})")
             out.append(StageSpec(stage, group, base.topic, base.stamped))
             continue
-        found = [StageSpec(s.stage, group, s.topic, s.stamped) for s in specs
-                 if any(o is not None for o in reader.committed(group, [(s.topic, p) for p in reader.partitions(s.topic)]).values())]
+        found = [
+            StageSpec(s.stage, group, s.topic, s.stamped)
+            for s in specs
+            if any(
+                o is not None
+                for o in reader.committed(group, [(s.topic, p) for p in reader.partitions(s.topic)]).values()
+            )
+        ]
         if not found:
-            raise StackError(f"group {group} has no committed offsets on any stage's input; "
-                             "name its stage: --group STAGE=GROUP")
+            raise StackError(
+                f"group {group} has no committed offsets on any stage's input; name its stage: --group STAGE=GROUP"
+            )
         out.extend(found)
     return [s for s in out if s not in specs]
 
@@ -76,11 +115,18 @@ class OffsetsReader:
         self.admin = AdminClient(settings.kafka_common())  # its own client: runtime sits below the adapters
         self._group_consumers: dict[str, Consumer] = {}
         self._uncommitted: Consumer | None = None
-        self.consumer = Consumer({
-            **settings.kafka_common(), "group.id": f"callqa-ops-{uuid.uuid4().hex[:8]}",
-            "enable.auto.commit": False, "isolation.level": "read_committed", "enable.partition.eof": True,
-            "fetch.wait.max.ms": 10, "max.partition.fetch.bytes": 65536, "fetch.max.bytes": 1048576,
-        })
+        self.consumer = Consumer(
+            {
+                **settings.kafka_common(),
+                "group.id": f"callqa-ops-{uuid.uuid4().hex[:8]}",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+                "enable.partition.eof": True,
+                "fetch.wait.max.ms": 10,
+                "max.partition.fetch.bytes": 65536,
+                "fetch.max.bytes": 1048576,
+            }
+        )
 
     def close(self) -> None:
         self.consumer.close()
@@ -101,10 +147,13 @@ class OffsetsReader:
         """(low, last stable offset) of each partition, two ListOffsets requests in all."""
         if not tps:
             return {}
+
         def offsets(spec: OffsetSpec) -> dict[TP, int]:
-            futures = self.admin.list_offsets({TopicPartition(t, p): spec for t, p in tps},
-                                              isolation_level=IsolationLevel.READ_COMMITTED,
-                                              request_timeout=TIMEOUT_S)
+            futures = self.admin.list_offsets(
+                {TopicPartition(t, p): spec for t, p in tps},
+                isolation_level=IsolationLevel.READ_COMMITTED,
+                request_timeout=TIMEOUT_S,
+            )
             return {(tp.topic, tp.partition): f.result(timeout=TIMEOUT_S).offset for tp, f in futures.items()}
 
         low = retrying(lambda: offsets(OffsetSpec.earliest()), "low offsets")
@@ -117,15 +166,27 @@ class OffsetsReader:
         whose high watermark is the last stable offset have none and are left out."""
         if not stable:
             return {}
-        futures = self.admin.list_offsets({TopicPartition(t, p): OffsetSpec.latest() for t, p in stable},
-                                          isolation_level=IsolationLevel.READ_UNCOMMITTED, request_timeout=TIMEOUT_S)
-        held = {(tp.topic, tp.partition) for tp, f in futures.items()
-                if f.result(timeout=TIMEOUT_S).offset > stable[(tp.topic, tp.partition)]}
+        futures = self.admin.list_offsets(
+            {TopicPartition(t, p): OffsetSpec.latest() for t, p in stable},
+            isolation_level=IsolationLevel.READ_UNCOMMITTED,
+            request_timeout=TIMEOUT_S,
+        )
+        held = {
+            (tp.topic, tp.partition)
+            for tp, f in futures.items()
+            if f.result(timeout=TIMEOUT_S).offset > stable[(tp.topic, tp.partition)]
+        }
         if not held:
             return {}
         if self._uncommitted is None:
-            self._uncommitted = Consumer({**self.settings.kafka_common(), "group.id": f"callqa-ops-{uuid.uuid4().hex[:8]}",
-                                          "enable.auto.commit": False, "isolation.level": "read_uncommitted"})
+            self._uncommitted = Consumer(
+                {
+                    **self.settings.kafka_common(),
+                    "group.id": f"callqa-ops-{uuid.uuid4().hex[:8]}",
+                    "enable.auto.commit": False,
+                    "isolation.level": "read_uncommitted",
+                }
+            )
         self._uncommitted.assign([TopicPartition(t, p, stable[(t, p)]) for t, p in held])
         found: dict[TP, float] = {}
         deadline = time.monotonic() + timeout_s
@@ -144,26 +205,28 @@ class OffsetsReader:
         # call list_consumer_group_offsets crashed the process, confluent-kafka 2.16.1, when
         # the group coordinator was not yet available on a fresh cluster.)
         if group not in self._group_consumers:
-            self._group_consumers[group] = Consumer({**self.settings.kafka_common(), "group.id": group,
-                                                     "enable.auto.commit": False})
+            self._group_consumers[group] = Consumer(
+                {**self.settings.kafka_common(), "group.id": group, "enable.auto.commit": False}
+            )
         # NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS while a fresh cluster elects the group's
         # coordinator (seen on the first `replay group` of a new stack): retried
         consumer, asked = self._group_consumers[group], [TopicPartition(t, p) for t, p in tps]
         parts = retrying(lambda: consumer.committed(asked, timeout=TIMEOUT_S), f"committed offsets of group {group}")
         return {(tp.topic, tp.partition): (tp.offset if tp.offset >= 0 else None) for tp in parts}
 
-    # -- stamps -----------------------------------------------------------------------------
+    # -- stamps ---------------------------------------------------------------------------
 
-    def _read(self, starts: dict[TP, int], stops: dict[TP, int], first: bool, any_record: bool = False,
-              timeout_s: float = 15.0) -> tuple[dict[TP, Stamp], set[TP]]:
-        """Stamps read from ``starts`` up to ``stops`` (exclusive): the first found, or the last;
-        and the partitions holding no data record in that range (only transaction markers)."""
-        todo = {tp for tp, start in starts.items() if start < stops[tp]}
-        found: dict[TP, Stamp] = {}
-        has_data: set[TP] = set()
+    def _each(
+        self, ranges: dict[TP, tuple[int, int]], visit: Callable[[TP, int, Any], bool], timeout_s: float = 15.0
+    ) -> set[TP]:
+        """Reads each partition's ``[start, stop)`` in order, calling ``visit(tp, offset, headers)`` on
+        each data record until it returns True; returns the partitions read to the end of their
+        range or stopped by ``visit`` (the rest ran out of time)."""
+        todo = {tp for tp, (start, stop) in ranges.items() if start < stop}
+        finished = set(ranges) - todo
         if not todo:
-            return found, set(starts)
-        self.consumer.assign([TopicPartition(t, p, starts[(t, p)]) for t, p in todo])
+            return finished
+        self.consumer.assign([TopicPartition(t, p, ranges[(t, p)][0]) for t, p in todo])
         deadline = time.monotonic() + timeout_s
         try:
             while todo and time.monotonic() < deadline:
@@ -174,38 +237,78 @@ class OffsetsReader:
                     if msg.error():
                         if msg.error().code() == KafkaError._PARTITION_EOF:
                             todo.discard(tp)
+                            finished.add(tp)
                         continue
-                    if msg.offset() >= stops[tp]:
+                    if msg.offset() >= ranges[tp][1] or visit(tp, msg.offset(), msg.headers()):
                         todo.discard(tp)
-                        continue
-                    has_data.add(tp)
-                    if any_record:
-                        todo.discard(tp)
-                        continue
-                    stamp = Stamp.from_headers(msg.headers())
-                    if stamp is not None:
-                        found[tp] = stamp
-                        if first:
-                            todo.discard(tp)
+                        finished.add(tp)
         finally:
             self.consumer.unassign()
-        return found, set(starts) - has_data - todo
+        return finished
 
     def markers_only(self, gaps: dict[TP, tuple[int, int]]) -> set[TP]:
         """The partitions whose ``[start, stop)`` holds no data record, only transaction markers
         (one not read to its end in time is not among them)."""
-        return self._read({tp: start for tp, (start, _) in gaps.items()},
-                          {tp: stop for tp, (_, stop) in gaps.items()}, first=True, any_record=True)[1]
+        data: set[TP] = set()
+        return self._each(gaps, lambda tp, _, __: data.add(tp) or True) - data
 
-    def last_stamps(self, ends: dict[TP, tuple[int, int]], back: int = 8) -> dict[TP, Stamp]:
-        """The stamp of the last record before each end offset (a few offsets back: transaction
-        markers take offsets too), looking further back once where the last few were unstamped."""
-        found, _ = self._read({tp: max(low, end - back) for tp, (low, end) in ends.items()},
-                              {tp: end for tp, (_, end) in ends.items()}, first=False)
-        missing = {tp: v for tp, v in ends.items() if tp not in found and v[1] - v[0] > back}
-        if missing:
-            found.update(self._read({tp: max(low, end - 64 * back) for tp, (low, end) in missing.items()},
-                                    {tp: end - back for tp, (_, end) in missing.items()}, first=False)[0])
+    def lanes_back(
+        self, spans: dict[TP, tuple[int, int, int]], lanes: Collection[Lane], cap: int | None = None, below: int = 256
+    ) -> dict[TP, LanesBack]:
+        """Each lane's last stamp before each partition's end, ``spans``: (low, start, end). Read back
+        from the end in growing windows until every lane of ``lanes`` is found, the low offset is
+        reached, ``below`` offsets under ``start`` are read, or (with ``cap``) ``cap`` offsets are.
+        Where lanes interleave, one window of a few records per lane finds them all."""
+        out = {tp: LanesBack(end) for tp, (_, _, end) in spans.items()}
+        todo = {tp for tp, (low, _, end) in spans.items() if end > low}
+        latest: dict[TP, dict[Lane, tuple[int, Stamp]]] = {tp: {} for tp in spans}  # in this round's window
+
+        def visit(tp: TP, offset: int, headers: Any) -> bool:
+            if offset >= spans[tp][1]:
+                out[tp].data_after_start = True
+            stamp = Stamp.from_headers(headers)
+            if stamp is not None:
+                latest[tp][stamp.lane] = (offset, stamp)
+            return False
+
+        window = 8 * (len(lanes) + 1)
+        while todo:
+            ranges = {tp: (max(spans[tp][0], out[tp].read_from - window), out[tp].read_from) for tp in todo}
+            finished = self._each(ranges, visit)
+            for tp in list(todo):
+                back, (low, start, end) = out[tp], spans[tp]
+                for lane, found in latest[tp].items():
+                    back.found.setdefault(lane, found)  # a later window's find is the later stamp
+                latest[tp].clear()
+                if tp not in finished:  # out of time: what was read stands, the rest is unknown
+                    todo.discard(tp)
+                    continue
+                back.read_from = ranges[tp][0]
+                back.every_lane = back.read_from <= low or all(lane in back.found for lane in lanes)
+                if (
+                    back.every_lane
+                    or back.read_from <= start - below
+                    or (cap is not None and end - back.read_from >= cap)
+                ):
+                    todo.discard(tp)
+            window *= 4
+        for tp, back in out.items():
+            back.every_lane = back.every_lane or back.read_from <= spans[tp][0]
+        return out
+
+    def lanes_ahead(
+        self, starts: dict[TP, tuple[int, int]], wanted: dict[TP, set[Lane]]
+    ) -> dict[TP, dict[Lane, Stamp]]:
+        """Each wanted lane's first stamp in ``[start, end)``, reading forward until all are found."""
+        found: dict[TP, dict[Lane, Stamp]] = {tp: {} for tp in starts}
+
+        def visit(tp: TP, _: int, headers: Any) -> bool:
+            stamp = Stamp.from_headers(headers)
+            if stamp is not None and stamp.lane in wanted[tp]:
+                found[tp].setdefault(stamp.lane, stamp)
+            return len(found[tp]) == len(wanted[tp])
+
+        self._each({tp: span for tp, span in starts.items() if wanted[tp]}, visit)
         return found
 
     # -- the backlog ------------------------------------------------------------------------
@@ -217,37 +320,58 @@ class OffsetsReader:
         for spec, tps in tps_of.items():
             committed = self.committed(spec.group, tps)
             positions[spec] = [PartitionPosition(t, p, committed.get((t, p)), *marks[(t, p)]) for t, p in tps]
-        stamped = [pos for spec, ps in positions.items() if spec.stamped for pos in ps]
+        stamped = {(p.topic, p.partition): p for spec, ps in positions.items() if spec.stamped for p in ps}
         plain = [pos for spec, ps in positions.items() if not spec.stamped for pos in ps]
         # Is anything but transaction markers left after the committed offset? One record tells.
-        _, plain_drained = self._read({(p.topic, p.partition): p.start for p in plain},
-                                      {(p.topic, p.partition): p.end for p in plain}, first=True, any_record=True)
-        at_start, drained = self._read({(p.topic, p.partition): p.start for p in stamped},
-                              {(p.topic, p.partition): p.end for p in stamped}, first=True)
-        before_end = self.last_stamps({(p.topic, p.partition): (p.low, p.end) for p in stamped})
+        plain_drained = self.markers_only({(p.topic, p.partition): (p.start, p.end) for p in plain})
+        lanes = set(self.partitions(self.settings.arrivals)) if stamped else set()
+        back = self.lanes_back({tp: (p.low, p.start, p.end) for tp, p in stamped.items()}, lanes, cap=BACK_CAP)
+        ahead = self.lanes_ahead(
+            {tp: (p.start, p.end) for tp, p in stamped.items()},
+            {tp: back[tp].lanes_from(p.start) for tp, p in stamped.items()},
+        )
         opened = self.open_transactions({tp: end for tp, (_, end) in marks.items()})
         rows = []
         for spec, ps in positions.items():
             for pos in ps:
                 tp = (pos.topic, pos.partition)
-                if tp in (drained if spec.stamped else plain_drained):  # only transaction markers after the committed offset
+                if not spec.stamped:
+                    if tp in plain_drained:  # only transaction markers after the committed offset
+                        pos = PartitionPosition(pos.topic, pos.partition, pos.end, pos.low, pos.end)
+                    rows.append(
+                        partition_backlog(spec.stage, spec.group, pos, {}, {}, False, held_since=opened.get(tp))
+                    )
+                    continue
+                lanes_back = back[tp]
+                if lanes_back.drained(pos.start):
                     pos = PartitionPosition(pos.topic, pos.partition, pos.end, pos.low, pos.end)
-                rows.append(partition_backlog(spec.stage, spec.group, pos, at_start.get(tp) if spec.stamped else None,
-                                              before_end.get(tp) if spec.stamped else None, spec.stamped,
-                                              held_since=opened.get(tp)))
+                rows.append(
+                    partition_backlog(
+                        spec.stage,
+                        spec.group,
+                        pos,
+                        ahead[tp],
+                        lanes_back.stamps(),
+                        held_since=opened.get(tp),
+                        complete=lanes_back.every_lane or lanes_back.read_from <= pos.start,
+                        every_lane=lanes_back.every_lane,
+                    )
+                )
         return rows
 
 
-def recover_progress(settings: Settings, topics: list[str], progress: "PartitionProgress | None" = None) -> "PartitionProgress":
-    """The router's per-partition totals, from the last stamped record of each output partition."""
-    from pipeline.headers import PartitionProgress
-
-    progress = progress or PartitionProgress()
+def lane_totals(settings: Settings, topics: list[str], lanes: Collection[Lane]) -> list[tuple[TP, Stamp]]:
+    """Each lane's last stamp in every partition of ``topics`` (its running totals there), read back
+    to the low offset where need be: a lane that wrote nowhere near a partition's end is read far."""
     reader = OffsetsReader(settings)
     try:
         tps = [(t, p) for t in topics for p in reader.partitions(t)]
-        for (topic, partition), stamp in reader.last_stamps(reader.watermarks(tps)).items():
-            progress.recover(topic, partition, stamp)
+        spans = {tp: (low, low, end) for tp, (low, end) in reader.watermarks(tps).items()}
+        return [
+            (tp, stamp)
+            for tp, back in reader.lanes_back(spans, lanes).items()
+            for lane, stamp in back.stamps().items()
+            if lane in lanes
+        ]
     finally:
         reader.close()
-    return progress

@@ -97,7 +97,8 @@ class Writer:
         return self.dead(letter, received)
 
 
-StampOf = Callable[[str, int, float], Stamp]  # (physical bucket topic, partition, audio seconds) -> progress stamp
+# (physical bucket topic, partition, audio seconds, lane: the arrivals partition) -> progress stamp
+StampOf = Callable[[str, int, float, int | None], Stamp]
 
 
 def plan_route(
@@ -117,8 +118,12 @@ def plan_route(
     if routed.letter is not None:
         return [routed]
     # Stamped only once it is known to be written: the totals count what the partition holds.
-    headers = tuple(stamp(writer.topic_name(topic), outcome.partition, call.duration_s).to_headers()) if stamp else ()
     partition = received.source.partition if received.source else None
+    headers = (
+        tuple(stamp(writer.topic_name(topic), outcome.partition, call.duration_s, partition).to_headers())
+        if stamp
+        else ()
+    )
     marker = Record(SEEN, outcome.dedup_key.encode(), str(routed_at).encode(), partition=partition)
     return [Record(topic, routed.key, routed.value, headers, outcome.partition), marker]
 

@@ -109,3 +109,51 @@ def test_health_endpoints_and_lag_through_a_real_run(settings: Settings, unique:
     finally:
         for proc in procs:
             stop(proc)
+
+
+def test_routers_interleaving_in_one_partition_read_back_as_the_exact_backlog_and_totals(
+        isolated_settings: Settings) -> None:
+    """Six lanes (arrivals partitions, one router each) interleave into one bucket partition; one
+    lane wrote only early on, further back than any lane's window. The backlog is the truth to the
+    call and the audio second; each lane's totals read back as its last stamp."""
+    from confluent_kafka import Producer
+
+    from pipeline.adapters.kafka_admin import apply_catalog
+    from pipeline.catalog import load_catalog
+    from pipeline.headers import PartitionProgress
+    from pipeline.runtime.lag_kafka import OffsetsReader, lane_totals, stage_specs
+    from tests.kafka_helpers import commit
+
+    cfg = isolated_settings
+    apply_catalog(cfg, load_catalog(cfg.bucket_names))
+    topic = cfg.topic("audio.bucket.short")
+    routers = [PartitionProgress() for _ in range(6)]
+    lanes = [5] * 3 + [lane for i in range(400) for lane in (i % 5,)]  # lane 5: only the first three calls
+    durations = [1.0 + (i * 7) % 23 for i in range(len(lanes))]
+    producer = Producer(cfg.kafka_common())
+    stamps = []
+    for i, (lane, duration) in enumerate(zip(lanes, durations)):
+        stamp = routers[lane].stamp(topic, 0, duration, lane)
+        stamps.append(stamp)
+        producer.produce(topic, b"{}", f"c{i}".encode(), partition=0, headers=stamp.to_headers())
+    assert producer.flush(30) == 0
+    group = cfg.topic("asr-short")
+    reader = OffsetsReader(cfg)
+    try:
+        specs = [s for s in stage_specs(cfg, "r", "q") if s.stage == "asr-short"]
+        for committed in (0, 2, 150, len(lanes) - 1):
+            commit(cfg, group, {(topic, 0): committed})
+            [row] = [r for r in reader.backlog(specs) if r.partition == 0]
+            assert (row.messages, row.exact) == (len(lanes) - committed, True), committed
+            assert row.audio_s == pytest.approx(sum(durations[committed:]), abs=0.01), committed
+            consumed = {lane: sum(d for la, d in zip(lanes[:committed], durations) if la == lane) for lane in range(6)}
+            if committed < len(lanes) - 1:  # lane 5 found (read back to it): every lane's consumption known
+                assert row.consumed_audio_s == pytest.approx(sum(durations[:committed]), abs=0.01), committed
+                assert row.consumed_by_lane == pytest.approx(consumed, abs=0.01)
+            else:  # lane 5 is far behind the committed offset: not read for, its share unknown
+                assert row.consumed_audio_s is None
+                assert row.consumed_by_lane == pytest.approx({k: v for k, v in consumed.items() if k != 5}, abs=0.01)
+    finally:
+        reader.close()
+    found = {(tp, stamp.lane): stamp for tp, stamp in lane_totals(cfg, [topic], [0, 2, 5])}
+    assert found == {((topic, 0), lane): routers[lane].totals[(topic, 0, lane)] for lane in (0, 2, 5)}

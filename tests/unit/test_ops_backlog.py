@@ -29,15 +29,20 @@ def test_health_is_not_ready_before_assignment_and_not_live_when_the_loop_stops(
 
 def test_stamps_round_trip_and_totals_resume_after_recovery() -> None:
     progress = PartitionProgress()
-    first = progress.stamp("b", 0, 12.5)
-    second = progress.stamp("b", 0, 7.25)
-    assert (second.cum_audio_s, second.cum_calls, second.before_audio_s) == (19.75, 2, 12.5)
+    first = progress.stamp("b", 0, 12.5, lane=3)
+    second = progress.stamp("b", 0, 7.25, lane=3)
+    assert (second.cum_audio_s, second.cum_calls, second.before_audio_s, second.lane) == (19.75, 2, 12.5, 3)
     assert Stamp.from_headers(second.to_headers()) == second
+    assert Stamp.from_headers(progress.stamp("b", 1, 1.0).to_headers()).lane is None  # a stamp from before lanes
     assert Stamp.from_headers([(CUM_AUDIO, b"1.0")]) is None  # partial stamps are not stamps
     restarted = PartitionProgress()
     restarted.recover("b", 0, second)
     restarted.recover("b", 0, first)  # an older stamp never moves totals back
-    assert restarted.stamp("b", 0, 1.0).cum_calls == 3
+    assert restarted.stamp("b", 0, 1.0, lane=3).cum_calls == 3
+    assert restarted.stamp("b", 0, 1.0, lane=4).cum_calls == 1  # another lane: its own totals
+    restarted.forget([3])  # the lane moved to another router
+    assert restarted.stamp("b", 0, 1.0, lane=3).cum_calls == 1
+    assert restarted.stamp("b", 0, 1.0, lane=4).cum_calls == 2
     assert header({"x": b"1", AUDIO: b"2.5"}, AUDIO) == "2.5"
     assert int_header([("callqa-redrive-attempt", b"nope")], "callqa-redrive-attempt") == 0
 
@@ -45,19 +50,43 @@ def test_stamps_round_trip_and_totals_resume_after_recovery() -> None:
 def test_backlog_from_two_stamps_equals_the_sum_of_the_durations_between() -> None:
     progress = PartitionProgress()
     durations = [10.0, 20.0, 30.0, 40.0, 50.0]
-    stamps = [progress.stamp("b", 0, d) for d in durations]
+    stamps = [progress.stamp("b", 0, d, lane=0) for d in durations]
     # offsets 0..4 data, 5 a transaction marker: end (last stable offset) 6; the group committed 2
     pos = PartitionPosition("b", 0, committed=2, low=0, end=6)
-    row = partition_backlog("asr-short", "g", pos, at_start=stamps[2], before_end=stamps[-1])
+    row = partition_backlog("asr-short", "g", pos, ahead={0: stamps[2]}, last={0: stamps[-1]})
     assert (row.messages, row.audio_s, row.consumed_audio_s, row.exact) == (3, 120.0, 30.0, True)
-    caught_up = partition_backlog("asr-short", "g", PartitionPosition("b", 0, 6, 0, 6), None, stamps[-1])
+    caught_up = partition_backlog("asr-short", "g", PartitionPosition("b", 0, 6, 0, 6), {}, {0: stamps[-1]})
     assert (caught_up.messages, caught_up.audio_s, caught_up.consumed_audio_s) == (0, 0.0, 150.0)
-    never_used = partition_backlog("asr-short", "g", PartitionPosition("b", 1, None, 0, 0), None, None)
+    never_used = partition_backlog("asr-short", "g", PartitionPosition("b", 1, None, 0, 0), {}, {})
     assert (never_used.messages, never_used.audio_s, never_used.consumed_audio_s) == (0, 0.0, 0.0)
-    caught_up_plain = partition_backlog("qa", "g", PartitionPosition("t", 0, 9, 0, 9), None, None, stamped=False)
+    caught_up_plain = partition_backlog("qa", "g", PartitionPosition("t", 0, 9, 0, 9), {}, {}, stamped=False)
     assert (caught_up_plain.messages, caught_up_plain.audio_s) == (0, None)
-    unstamped = partition_backlog("router", "g", PartitionPosition("a", 0, None, 4, 9), None, None)
+    unstamped = partition_backlog("router", "g", PartitionPosition("a", 0, None, 4, 9), {}, {})
     assert (unstamped.messages, unstamped.audio_s, unstamped.exact) == (5, None, False)
+
+
+def test_routers_writing_one_partition_each_keep_their_own_lane_and_the_backlog_sums_the_lanes() -> None:
+    # Two routers interleave into one bucket partition, each stamping the lane of its arrivals
+    # partition; the group has consumed offsets 0..3. Per-partition totals of each router read 1/2.
+    routers = {0: PartitionProgress(), 1: PartitionProgress()}
+    durations = [(0, 10.0), (1, 20.0), (0, 30.0), (1, 40.0), (0, 50.0), (1, 60.0), (1, 70.0), (0, 80.0)]
+    stamps = [(lane, routers[lane].stamp("b", 0, d, lane)) for lane, d in durations]
+    committed = 4
+    ahead = {}
+    for lane, stamp in stamps[committed:]:
+        ahead.setdefault(lane, stamp)
+    last = {lane: stamp for lane, stamp in stamps}
+    row = partition_backlog("asr-short", "g", PartitionPosition("b", 0, committed, 0, 9), ahead, last)
+    assert (row.messages, row.audio_s, row.exact) == (4, 260.0, True)  # 50 + 60 + 70 + 80
+    assert row.consumed_audio_s == 100.0 and row.consumed_by_lane == {0: 40.0, 1: 60.0}
+    # Committed 6: lane 1's first record after it is offset 6, lane 0's is offset 7.
+    later = partition_backlog("asr-short", "g", PartitionPosition("b", 0, 6, 0, 9),
+                              {1: stamps[6][1], 0: stamps[7][1]}, {0: stamps[7][1], 1: stamps[6][1]})
+    assert (later.messages, later.audio_s, later.consumed_by_lane) == (2, 150.0, {0: 90.0, 1: 120.0})
+    # A lane possibly missing (read back no further than a cap): a lower bound, inexact.
+    capped = partition_backlog("asr-short", "g", PartitionPosition("b", 0, committed, 0, 9), {1: ahead[1]},
+                               {1: last[1]}, complete=False, every_lane=False)
+    assert (capped.messages, capped.audio_s, capped.exact, capped.consumed_audio_s) == (5, 130.0, False, None)
 
 
 def test_rate_is_the_slope_over_the_window_and_a_reset_starts_over() -> None:
@@ -117,7 +146,8 @@ def test_summary_sums_partitions_and_uses_measured_rates() -> None:
     tracker = RateTracker(min_span_s=1)
     t0 = datetime(2026, 11, 30, 23, 0, tzinfo=UTC)
     rows = lambda consumed: [  # noqa: E731
-        partition_backlog("asr-short", "g", PartitionPosition("b", p, 0, 0, 10), Stamp(c + 1, 1, 1.0), Stamp(1000, 10, 1))
+        partition_backlog("asr-short", "g", PartitionPosition("b", p, 0, 0, 10), {0: Stamp(c + 1, 1, 1.0, 0)},
+                          {0: Stamp(1000, 10, 1, 0)})
         for p, c in enumerate(consumed)]
     record_samples(tracker, rows([0.0, 0.0]), 0.0)
     later = rows([100.0, 300.0])
@@ -126,3 +156,21 @@ def test_summary_sums_partitions_and_uses_measured_rates() -> None:
     assert summary.rate == pytest.approx(40.0)  # (100 + 300) audio s in 10 s
     assert summary.audio_s == pytest.approx(1600.0)
     assert summary.verdict.status == "on track" and summary.verdict.eta_s == pytest.approx(40.0)
+
+
+def test_the_rate_sums_the_lanes_sampled_now_and_a_lane_gone_idle_stops_counting() -> None:
+    tracker = RateTracker(min_span_s=1)
+    t0 = datetime(2026, 11, 30, 23, 0, tzinfo=UTC)
+
+    def row(consumed: dict[int, float]):  # noqa: ANN202
+        ahead = {lane: Stamp(c + 1, 1, 1.0, lane) for lane, c in consumed.items()}
+        return partition_backlog("asr-short", "g", PartitionPosition("b", 0, 0, 0, 10), ahead,
+                                 {lane: Stamp(5000, 50, 1, lane) for lane in consumed})
+
+    record_samples(tracker, [row({0: 0.0, 1: 0.0})], 0.0)
+    record_samples(tracker, [row({0: 100.0, 1: 50.0})], 10.0)
+    assert summarize([row({0: 100.0, 1: 50.0})], tracker, t0, None)[0].rate == pytest.approx(15.0)
+    # Lane 1 has nothing left after the committed offset: only lane 0 is found, and counts.
+    now = row({0: 200.0})
+    record_samples(tracker, [now], 20.0)
+    assert summarize([now], tracker, t0, None)[0].rate == pytest.approx(10.0)
