@@ -316,21 +316,32 @@ class OffsetsReader:
     def backlog(self, specs: list[StageSpec]) -> list[PartitionBacklog]:
         tps_of = {s: [(s.topic, p) for p in self.partitions(s.topic)] for s in specs}
         marks = self.watermarks(sorted({tp for tps in tps_of.values() for tp in tps}))
-        positions: dict[StageSpec, list[PartitionPosition]] = {}
-        for spec, tps in tps_of.items():
-            committed = self.committed(spec.group, tps)
-            positions[spec] = [PartitionPosition(t, p, committed.get((t, p)), *marks[(t, p)]) for t, p in tps]
+        lanes = set(self.partitions(self.settings.arrivals)) if any(s.stamped for s in specs) else set()
+        opened = self.open_transactions({tp: end for tp, (_, end) in marks.items()})
+        rows = []
+        for layer in _layers(specs):  # each partition once per read: two groups of one topic in two
+            positions = {}
+            for spec in layer:
+                committed = self.committed(spec.group, tps_of[spec])
+                positions[spec] = [
+                    PartitionPosition(t, p, committed.get((t, p)), *marks[(t, p)]) for t, p in tps_of[spec]
+                ]
+            rows += self._rows(positions, lanes, opened)
+        return rows
+
+    def _rows(
+        self, positions: dict[StageSpec, list[PartitionPosition]], lanes: set[Lane], opened: dict[TP, float]
+    ) -> list[PartitionBacklog]:
+        """The backlog of groups reading distinct topics."""
         stamped = {(p.topic, p.partition): p for spec, ps in positions.items() if spec.stamped for p in ps}
         plain = [pos for spec, ps in positions.items() if not spec.stamped for pos in ps]
         # Is anything but transaction markers left after the committed offset? One record tells.
         plain_drained = self.markers_only({(p.topic, p.partition): (p.start, p.end) for p in plain})
-        lanes = set(self.partitions(self.settings.arrivals)) if stamped else set()
         back = self.lanes_back({tp: (p.low, p.start, p.end) for tp, p in stamped.items()}, lanes, cap=BACK_CAP)
         ahead = self.lanes_ahead(
             {tp: (p.start, p.end) for tp, p in stamped.items()},
             {tp: back[tp].lanes_from(p.start) for tp, p in stamped.items()},
         )
-        opened = self.open_transactions({tp: end for tp, (_, end) in marks.items()})
         rows = []
         for spec, ps in positions.items():
             for pos in ps:
@@ -358,6 +369,17 @@ class OffsetsReader:
                     )
                 )
         return rows
+
+
+def _layers(specs: list[StageSpec]) -> list[list[StageSpec]]:
+    """The specs in as few layers as keep each topic once per layer (in order)."""
+    layers: list[list[StageSpec]] = []
+    for spec in specs:
+        layer = next((layer for layer in layers if all(s.topic != spec.topic for s in layer)), None)
+        if layer is None:
+            layers.append(layer := [])
+        layer.append(spec)
+    return layers
 
 
 def lane_totals(settings: Settings, topics: list[str], lanes: Collection[Lane]) -> list[tuple[TP, Stamp]]:
