@@ -1,7 +1,7 @@
 """How long `callqa lag` takes against bucket topics holding 100,000 routed calls.
 
-Writes N stamped RoutedCalls (log-normal durations, spread over every bucket partition as the
-router would stamp them) under a fresh topic prefix, commits each ASR group halfway, then times
+Writes N stamped RoutedCalls (log-normal durations, spread over every bucket partition and
+stamped in the lane of a random arrivals partition, as routers would stamp them) under a fresh topic prefix, commits each ASR group halfway, then times
 the backlog read in-process and the whole `callqa lag --json` command. Needs a running stack
 (`callqa stack up`); prints the figures and checks the audio seconds behind against the truth.
 
@@ -45,6 +45,7 @@ def main() -> None:
     apply_catalog(cfg, load_catalog(cfg.bucket_names))
     buckets, balancer, progress = Buckets(cfg.bucket_edges_s, cfg.bucket_names), PartitionBalancer(), PartitionProgress()
     rng = random.Random(7)
+    lanes = next(s.partitions for s in load_catalog(cfg.bucket_names) if s.name == "audio.arrivals")
     producer = Producer({**cfg.kafka_common(), "linger.ms": 50, "batch.num.messages": 10000,
                          "compression.type": "lz4", "queue.buffering.max.messages": 500000})
     per_partition: dict[tuple[str, int], list[float]] = {}
@@ -59,7 +60,8 @@ def main() -> None:
                           bucket=bucket, duration_s=round(duration, 3), sample_rate_hz=8000, channels=2,
                           frames=int(duration * 8000), container="WAV", codec="ULAW",
                           roles={"0": "agent", "1": "customer"}, metadata={"call-id": f"c{i:06d}"})
-        stamp = progress.stamp(topic, partition, call.duration_s)
+        # The lane: the arrivals partition a router took the call from (keys hash over all of them).
+        stamp = progress.stamp(topic, partition, call.duration_s, lane=rng.randrange(lanes))
         producer.produce(topic, encode(call), call.call_id.encode(), partition=partition, headers=stamp.to_headers())
         per_partition.setdefault((topic, partition), []).append(call.duration_s)
         if i % 10000 == 0:

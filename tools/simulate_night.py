@@ -35,6 +35,7 @@ from pipeline.adapters.publisher import ArrivalPublisher
 from pipeline.catalog import TopicSpec, load_catalog, settings_catalog
 from pipeline.config import Settings, read_env_file
 from pipeline.events import DeadLetter, ObjectRef, RoutedCall, Transcript, decode
+from pipeline.headers import Stamp
 from pipeline.ops.plan import (
     DEFAULT_MIX,
     DEFAULT_ROUTE_WITHIN_S,
@@ -528,6 +529,25 @@ def _letter_call(letter: DeadLetter) -> str:
     return key.rsplit(".", 1)[0]
 
 
+def stamp_breaks(routed: list) -> int:
+    """Routed records whose progress stamp does not continue its lane's totals in its partition
+    (read in offset order): each lane must count 1, 2, 3... with audio summing, however the lanes
+    moved between routers (what `callqa lag`'s audio behind stands on)."""
+    last: dict[tuple, Stamp] = {}
+    breaks = 0
+    for msg in routed:
+        stamp = Stamp.from_headers(msg.headers())
+        if stamp is None:
+            breaks += 1
+            continue
+        key = (msg.topic(), msg.partition(), stamp.lane)
+        before = last.get(key, Stamp(0.0, 0, 0.0, stamp.lane))
+        if stamp.cum_calls != before.cum_calls + 1 or abs(stamp.before_audio_s - before.cum_audio_s) > 0.002:
+            breaks += 1
+        last[key] = stamp
+    return breaks
+
+
 def report(state: NightRun) -> dict[str, Any]:
     """night.json (returned too) and night.html from what the night observed."""
     settings, opts, night, reader, sim = state.settings, state.opts, state.night, state.reader, state.sim
@@ -598,6 +618,7 @@ def report(state: NightRun) -> dict[str, Any]:
         "planted_bad_inputs": sum(1 for r in night if r.fault),
         "duplicates": duplicates,
         "duplicates_by_output": repeats,
+        "stamp_breaks": stamp_breaks(routed),
         "lost": len(lost),
         "lost_sample": sorted(lost)[:10],
         "router_arrivals_per_s": round(router_rate, 1) if router_rate else None,

@@ -95,12 +95,12 @@ def create_app(settings: Settings, app_id: str = "callqa-router", health: StageH
     on_commit(app, markers.on_committed)  # a marker is known once the transaction holding it committed
 
     @app.on_partitions_revoked.connect
-    async def _markers_revoked(sender: object, revoked: set, **_: object) -> None:
+    async def _revoked(sender: object, revoked: set, **_: object) -> None:
         markers.on_revoked(revoked)
         lanes.on_revoked(revoked)
 
     @app.on_partitions_assigned.connect
-    async def _markers_assigned(sender: object, assigned: set, **_: object) -> None:
+    async def _assigned(sender: object, assigned: set, **_: object) -> None:
         # Both read in the background; the agent waits for each partition's.
         markers.on_assigned(assigned)
         lanes.on_assigned(assigned)

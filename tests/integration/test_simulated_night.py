@@ -86,3 +86,4 @@ def test_routers_joining_one_after_another_over_a_burst_route_and_dead_letter_ea
     assert night["duplicates_by_output"] == {"routed": 0, "transcripts": 0, "qa_results": 0, "dead_letters": 0}
     assert night["lost"] == 0, night["lost_sample"]
     assert night["dead_lettered"] == night["planted_bad_inputs"] == night["dead_lettered_by_topic"]["router.dlq"]
+    assert night["stamp_breaks"] == 0  # each lane's totals continue across the routers taking it over

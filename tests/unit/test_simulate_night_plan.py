@@ -79,3 +79,36 @@ def test_the_nights_plan_predicts_the_ideal_device_time() -> None:
     workers = {b.bucket: max(1, b.workers) for b in planned.buckets}
     assert planned.busy_s == pytest.approx(ideal_device_s(good, buckets, workers, engine), rel=2e-3)
     assert planned.busy_s > 1.05 * max(audio.values()) / opts.rtfx
+
+
+def test_a_stamp_that_does_not_continue_its_lanes_totals_is_a_break() -> None:
+    from pipeline.headers import PartitionProgress, Stamp
+    from tools.simulate_night import stamp_breaks
+
+    class Routed:  # what the night reads back: a record's topic, partition and headers
+        def __init__(self, partition: int, stamp: Stamp | None) -> None:
+            self._partition, self._headers = partition, stamp.to_headers() if stamp else []
+
+        def topic(self) -> str:
+            return "audio.bucket.long"
+
+        def partition(self) -> int:
+            return self._partition
+
+        def headers(self) -> list:
+            return self._headers
+
+    lanes = {0: PartitionProgress(), 1: PartitionProgress()}  # two routers, one lane each
+    whole = [
+        Routed(p, lanes[lane].stamp("audio.bucket.long", p, 10.0 + i, lane))
+        for i, (p, lane) in enumerate([(0, 0), (0, 1), (1, 0), (0, 0), (0, 1), (1, 1)])
+    ]
+    assert stamp_breaks(whole) == 0
+    restarted = PartitionProgress()  # a router that took lane 0 over without its totals
+    assert stamp_breaks([*whole, Routed(0, restarted.stamp("audio.bucket.long", 0, 5.0, 0))]) == 1
+    assert stamp_breaks([*whole, Routed(0, None)]) == 1  # unstamped
+    per_router = PartitionProgress()  # the stamps before lanes: both routers' totals in one series
+    interleaved = [Routed(0, per_router.stamp("audio.bucket.long", 0, 1.0)) for _ in range(3)]
+    other = PartitionProgress()
+    interleaved.insert(2, Routed(0, other.stamp("audio.bucket.long", 0, 1.0)))  # 1, 2, 1, 3
+    assert stamp_breaks(interleaved) == 2
