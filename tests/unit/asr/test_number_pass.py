@@ -99,9 +99,20 @@ def test_decodes_for_stuck_numbers_sample_reproducibly_and_stop_at_a_loop(engine
     assert cold == [t.text for t in en_batched[:2]]  # a temperature near 0 decodes greedily
     # each row samples from its own seeded generator: the same draws every time, and alone as in a batch
     assert hot == hot_again and all(hot)
+
     # a shared generator would give row 2 other draws from its first token on; batched products differ
-    # from unbatched ones in the last bits, which at temperature 1 can flip a draw late in a window
-    assert all(similarity(a, b) >= 0.8 for a, b in zip(hot, hot_alone, strict=True)), (hot, hot_alone)
+    # from unbatched ones in the last bits, which at temperature 1 can flip a draw later in a window
+    # (after 7 words of row 2 on an AVX2-only CPU, near the end with AVX-512/AMX): the rows agree from
+    # their start
+    def words_in_common(a: str, b: str) -> int:
+        return next(
+            (i for i, (x, y) in enumerate(zip(a.split(), b.split())) if x != y), min(len(a.split()), len(b.split()))
+        )
+
+    assert all(words_in_common(a, b) >= min(5, len(a.split())) for a, b in zip(hot, hot_alone, strict=True)), (
+        hot,
+        hot_alone,
+    )
     assert stopped == ["", ""]  # each window ends at its first token, a timestamp
 
 
@@ -166,8 +177,10 @@ def test_a_region_decoded_again_is_encoded_once_and_its_locked_row_reads_as_when
     window = _RegionWindow(0, 1, PackedWindow((Piece(0, len(speech), 0, len(speech)),)), speech)
     locked = dataclasses.replace(window, locked=True)
     numbers = NumberPass(engine, ("en",), engine.opts.compact_fraction)
-    alone = {w.locked: NumberPass(engine, ("en",), engine.opts.compact_fraction)._decode_texts("en", [w])[id(w)]
-             for w in (window, locked)}
+    alone = {
+        w.locked: NumberPass(engine, ("en",), engine.opts.compact_fraction)._decode_texts("en", [w])[id(w)]
+        for w in (window, locked)
+    }
     encoded: list[tuple] = []
     encode = engine.encode_windows
     monkeypatch.setattr(
