@@ -31,6 +31,13 @@ def test_a_short_phrase_matches_its_homophone_but_not_a_near_homophone():
     assert said(["工号"], "公号幺三五七", min_similarity=None) == []  # a rule without tolerance: exact only
 
 
+def test_a_sound_alike_that_is_a_word_of_its_own_is_that_word():
+    assert said(["我是"], "您好，我是小王。") == [1.0]
+    assert said(["我是"], "我市的营业厅周末也营业。") == []  # wo shi, "our city": a word, not a mishearing
+    assert said(["白痴"], "你真是个百痴。") == [1.0]  # 百痴 is no word: the recogniser's homophone
+    assert said(["白痴"], "这是一盏白炽灯。") == []  # 白炽, incandescent
+
+
 @pytest.mark.parametrize(
     ("phrases", "text"),
     [
