@@ -156,6 +156,7 @@ def main() -> None:
     ap.add_argument("part", choices=("dev", "check"))
     ap.add_argument("--calls-per-condition", type=int, default=2)
     ap.add_argument("--similarities", action="store_true", help="only the one- vs two-voice centroid similarities")
+    ap.add_argument("--show", action="store_true", help="print the mono segments of calls whose findings differ")
     args = ap.parse_args()
     if args.similarities:
         return similarities(args.part)
@@ -200,6 +201,11 @@ def main() -> None:
                 }
             )
             print(json.dumps(rows[-1]), flush=True)
+            if args.show and found["mono"] != {**found["stereo"], "abuse_conf": found["mono"]["abuse_conf"]}:
+                for role, start, end in truth:
+                    print(f"    truth {role:<8} {start:6.2f}-{end:6.2f}")
+                for seg in m.segments:
+                    print(f"    {seg.role:<8} {seg.role_confidence} {seg.start_s:6.2f}-{seg.end_s:6.2f} {seg.text}")
     report(rows, totals)
 
 

@@ -2,7 +2,7 @@
 
 A call recorded on one channel (role ``mixed``) is embedded window by window inside its VAD
 regions (:class:`pipeline.asr.speaker_encoder.SpeakerEncoder`), clustered into one or two voices,
-and its segments split and labelled by :mod:`pipeline.stages.speakers`: the voice that says the
+and its segments split at changes of speaker and labelled by :mod:`pipeline.stages.speakers`: the voice that says the
 rule packs' agent phrases is ``agent``, the other ``customer``, each segment with a
 ``role_confidence``. Calls whose channels already carry roles are not touched.
 """
@@ -24,6 +24,7 @@ from pipeline.stages.speakers import (
     embedding_windows,
     label_segments,
     speaker_turns,
+    split_at_changes,
 )
 
 UNSEPARATED = "mixed"
@@ -47,13 +48,16 @@ class MonoSeparator:
         windows = embedding_windows(regions)
         clustering = cluster_two(self.encoder.embed(stream, windows), self.same_voice_similarity)
         turns = speaker_turns(regions, windows, clustering)
-        labelled = label_segments([(s.start_s, s.end_s, s.text) for s in result.segments], turns)
+        parts = split_at_changes([(s.start_s, s.end_s, s.text) for s in result.segments], turns)
+        labelled = label_segments([(p.start_s, p.end_s, p.text) for p in parts], turns)
         roles = assign_roles(labelled, clustering.speakers, self.agent_phrases)
         segments = []
-        for seg, lab in zip(result.segments, labelled, strict=True):
+        for part, lab in zip(parts, labelled, strict=True):
             role = roles.roles.get(lab.speaker, NO_PHRASE_ROLE)
             confidence = round(roles.confidence * lab.confidence, 3) if role != NO_PHRASE_ROLE else None
-            segments.append(replace(seg, role=role, role_confidence=confidence))
+            seg = result.segments[part.segment]
+            cut = {"start_s": round(part.start_s, 3), "end_s": round(part.end_s, 3), "text": part.text}
+            segments.append(replace(seg, role=role, role_confidence=confidence, **(cut if part.text != seg.text else {})))
         timings = {
             **result.timings,
             "separation_s": time.perf_counter() - started,

@@ -141,7 +141,7 @@ def _loops(span: TimedSpan, text: str, earlier: list[str], max_compression: floa
     return n >= MIN_RATE_TOKENS and n > MAX_TOKENS_PER_S * (span.end_s - span.start_s)
 
 
-def _units(text: str) -> tuple[list[str], str]:
+def text_units(text: str) -> tuple[list[str], str]:
     """Words of spaced text, characters of unspaced (Chinese) text, and the joiner."""
     return (text.split(), " ") if " " in text.strip() else (list(text.strip()), "")
 
@@ -155,12 +155,12 @@ def call_segments(span: TimedSpan, text: str, window: PackedWindow, min_pause_s:
     weights = [_audio_s(window, edges[k], edges[k + 1]) for k in range(len(edges) - 1)]
     weights = [w if w >= MIN_PART_S else 0.0 for w in weights]
     total = sum(weights) or 1.0
-    units, joiner = _units(text)
+    units, joiner = text_units(text)
     out: list[TimedText] = []
     taken, cumulative = 0, 0.0
     for k, weight in enumerate(weights):
         cumulative += weight
-        upto = len(units) if k == len(weights) - 1 else _snap(units, round(len(units) * cumulative / total))
+        upto = len(units) if k == len(weights) - 1 else snap_to_clause(units, round(len(units) * cumulative / total))
         part = joiner.join(units[taken:upto]).strip()
         taken = max(taken, upto)
         if part:
@@ -170,7 +170,7 @@ def call_segments(span: TimedSpan, text: str, window: PackedWindow, min_pause_s:
     return out
 
 
-def _snap(units: list[str], at: int) -> int:
+def snap_to_clause(units: list[str], at: int) -> int:
     """Move a text split point to the nearest clause end (punctuation) close to it: the time
     share only estimates where the words fall, the model's punctuation marks the pause."""
     if at <= 0 or at >= len(units):  # all text on one side: nothing to move

@@ -8,8 +8,10 @@ Three steps, each a function of plain data so it is tested on given embeddings a
 2. :func:`cluster_two`: two-means on the unit embeddings; the call has two voices only when the
    two centroids are less similar than ``same_voice_similarity`` (measured on synthetic calls:
    tools/eval_speakers.py) and the smaller cluster holds enough speech, else one.
-3. :func:`speaker_turns` then :func:`label_segments`: windows -> per-speaker turns -> each transcript
-   segment takes the speaker it overlaps most, and :func:`assign_roles` names the speaker that
+3. :func:`speaker_turns`, :func:`split_at_changes` then :func:`label_segments`: windows ->
+   per-speaker turns -> a transcript segment running across a change of speaker (two turns a short
+   pause apart, decoded as one) is cut there, its text shared by each side's speech time -> each
+   part takes the speaker it overlaps most, and :func:`assign_roles` names the speaker that
    says the pack's agent phrases (greeting, identification, disclosures) the agent. When neither
    does, the speakers stay ``mixed``: a wrong guess would turn a rude customer into a rude agent.
 """
@@ -22,6 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pipeline.asr.timing import snap_to_clause, text_units
+
 RATE = 16_000
 WINDOW_S = 1.6
 HOP_S = 0.8
@@ -29,6 +33,7 @@ MIN_WINDOW_S = 0.5  # shorter regions carry too little voice to embed; they take
 SAME_VOICE_SIMILARITY = 0.85  # centroid cosine above this: one voice (dev: two voices <= 0.79, one >= 0.92)
 MIN_SECOND_SHARE = 0.05  # the smaller cluster must hold this share of the windows (and two windows)
 NO_PHRASE_ROLE = "mixed"
+MIN_PART_S = 0.4  # a speaker's speech inside a segment shorter than this is no part of its own
 
 
 @dataclass(frozen=True)
@@ -149,6 +154,63 @@ def speaker_turns(
 
 def _turn(start: int, end: int, run: list[int], clustering: Clustering, rate: int) -> Turn:
     return Turn(start / rate, end / rate, int(clustering.labels[run[0]]), float(np.mean(clustering.confidence[run])))
+
+
+@dataclass(frozen=True)
+class Part:
+    """A stretch of one transcript segment (``segment``: its index) held by one speaker."""
+
+    segment: int
+    start_s: float
+    end_s: float
+    text: str
+
+
+def split_at_changes(segments: Sequence[tuple[float, float, str]], turns: Sequence[Turn]) -> list[Part]:
+    """Each (start_s, end_s, text) as one part per run of one speaker's turns under it, cut halfway
+    through the pause between runs; its text shared by the runs' speech time (words, or characters
+    of Chinese), the cut moved to the nearest clause end (the model's punctuation marks the turn).
+    A run with under MIN_PART_S of speech in the segment joins its neighbours."""
+    out: list[Part] = []
+    for k, (start, end, text) in enumerate(segments):
+        runs = _runs(start, end, turns)
+        if len(runs) < 2:
+            out.append(Part(k, start, end, text))
+            continue
+        edges = [start, *((a[2] + b[1]) / 2 for a, b in zip(runs, runs[1:])), end]
+        units, joiner = text_units(text)
+        total = sum(r[3] for r in runs)
+        taken, cumulative = 0, 0.0
+        for i, run in enumerate(runs):
+            cumulative += run[3]
+            upto = len(units) if i == len(runs) - 1 else snap_to_clause(units, round(len(units) * cumulative / total))
+            piece = joiner.join(units[taken:upto]).strip()
+            taken = max(taken, upto)
+            if piece:
+                out.append(Part(k, edges[i], edges[i + 1], piece))
+    return out
+
+
+def _runs(start: float, end: float, turns: Sequence[Turn]) -> list[tuple[int, float, float, float]]:
+    """(speaker, first_s, last_s, speech_s) of each run of one speaker's turns inside [start, end],
+    runs under MIN_PART_S of speech left out (their neighbours close over them)."""
+    runs: list[tuple[int, float, float, float]] = []
+    for t in sorted(turns, key=lambda t: t.start_s):
+        a, b = max(start, t.start_s), min(end, t.end_s)
+        if b <= a:
+            continue
+        if runs and runs[-1][0] == t.speaker:
+            who, first, _, speech = runs.pop()
+            runs.append((who, first, b, speech + b - a))
+        else:
+            runs.append((t.speaker, a, b, b - a))
+    kept: list[tuple[int, float, float, float]] = []
+    for run in (r for r in runs if r[3] >= MIN_PART_S):
+        if kept and kept[-1][0] == run[0]:
+            who, first, _, speech = kept.pop()
+            run = (who, first, run[2], speech + run[3])
+        kept.append(run)
+    return kept
 
 
 def label_segments(segments: Sequence[tuple[float, float, str]], turns: Sequence[Turn]) -> list[Labelled]:

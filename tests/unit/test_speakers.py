@@ -13,6 +13,7 @@ from pipeline.stages.speakers import (
     embedding_windows,
     label_segments,
     speaker_turns,
+    split_at_changes,
 )
 
 PHRASES = ("my name is", "this call is recorded", "工号")
@@ -69,6 +70,31 @@ def test_segments_take_the_speaker_they_overlap_most() -> None:
     out = label_segments([(0.2, 2.8, "a"), (2.5, 6.0, "b")], turns)
     assert [s.speaker for s in out] == [0, 1]
     assert out[0].confidence == 1.0 and 0.7 < out[1].confidence < 0.9
+
+
+def test_a_segment_across_a_change_of_speaker_is_cut_in_the_pause_at_the_clause_end() -> None:
+    # agent 0-3.1 s, customer 3.6-5.0 s, decoded as one segment (a pause under the engine's split)
+    turns = [Turn(0.0, 3.1, 0, 1.0), Turn(3.6, 5.0, 1, 1.0), Turn(6.0, 7.0, 0, 1.0)]
+    text = "Thank you for calling, my name is Anna. I lost my card."
+    parts = split_at_changes([(0.1, 5.0, text), (6.0, 7.0, "Let me check.")], turns)
+    assert [(p.segment, p.text) for p in parts] == [
+        (0, "Thank you for calling, my name is Anna."),
+        (0, "I lost my card."),
+        (1, "Let me check."),
+    ]
+    assert (parts[0].start_s, parts[0].end_s, parts[1].start_s, parts[1].end_s) == (0.1, 3.35, 3.35, 5.0)
+    assert [s.speaker for s in label_segments([(p.start_s, p.end_s, p.text) for p in parts], turns)] == [0, 1, 0]
+
+
+def test_a_sliver_of_the_other_voice_does_not_cut_a_segment() -> None:
+    turns = [Turn(0.0, 3.0, 0, 1.0), Turn(3.0, 3.3, 1, 1.0), Turn(3.3, 5.0, 0, 1.0)]
+    assert [p.text for p in split_at_changes([(0.0, 5.0, "one two three four")], turns)] == ["one two three four"]
+
+
+def test_chinese_text_is_cut_between_characters_at_its_punctuation() -> None:
+    turns = [Turn(0.0, 2.0, 0, 1.0), Turn(2.5, 4.5, 1, 1.0)]
+    parts = split_at_changes([(0.0, 4.5, "您好，工号幺三五七。我要查话费。")], turns)
+    assert [p.text for p in parts] == ["您好，工号幺三五七。", "我要查话费。"]
 
 
 def _seg(speaker: int, text: str, start: float = 0.0) -> Labelled:
