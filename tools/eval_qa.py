@@ -36,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipeline.asr import load_call_audio  # noqa: E402
 from pipeline.config import Settings  # noqa: E402
+from pipeline.numbers.sound import sound_eligible, sound_key  # noqa: E402
 from pipeline.qa import QAEngine, load_packs  # noqa: E402
 from pipeline.qa.rules import hotword_prompt  # noqa: E402
 from pipeline.run.shipped_engine import load_engine  # noqa: E402
@@ -251,9 +252,40 @@ def main() -> None:
         by_kind = score([c for c, _ in picked], [r for _, r in picked])
         print(f"  {language}: " + ", ".join(
             f"{k} {c['tp']}/{c['tp'] + c['fn']} found, {c['fp']} false" for k, c in by_kind.items() if k != "no_speech"))
+    print_sound_report(calls, transcripts, results, qa)
     if args.out:
         args.out.write_text(json.dumps([_dump(c, t, r) for c, t, r in zip(calls, transcripts, results, strict=True)],
                                        ensure_ascii=False, indent=1))
+
+
+SOUND_RULES = ("disclosure.recording_notice", "disclosure.agent_identification", "abuse.agent")
+
+
+def print_sound_report(calls: list[CallScript], transcripts: list[dict], results: list, qa: QAEngine) -> None:
+    """Agent identification (said in every call's greeting) reported missing, per language; and for
+    Mandarin, how the engine wrote the rule phrases the agent said: as said, as a sound-alike
+    (other characters, the same toneless pinyin: what the QA matches by sound), or neither."""
+    for language in ("en", "zh"):
+        picked = [r for c, r in zip(calls, results, strict=True) if c.language == language]
+        missing = sum(any(f.rule_id == "disclosure.agent_identification" for f in r.findings) for r in picked)
+        print(f"  {language}: agent identification reported missing in {missing} of {len(picked)} calls (said in all)")
+    phrases = {p for r in qa.pack.rules if r.id in SOUND_RULES for p in getattr(r, "phrases", ()) if sound_eligible(p)}
+    written = {"as said": 0, "sound-alike": 0, "neither": 0}
+    examples = []
+    for call, transcript in zip(calls, transcripts, strict=True):
+        if call.language != "zh":
+            continue
+        heard = "".join(s["text"] for s in transcript["segments"] if s["role"] == "agent")
+        said = {p for role, text, _ in call.turns if role == "agent" for p in phrases if p in text}
+        # a phrase inside a longer one said (录音 in 全程录音) is counted once, as the longer
+        for phrase in sorted(p for p in said if not any(p != q and p in q for q in said)):
+            how = "as said" if phrase in heard else "sound-alike" if sound_key(phrase) in sound_key(heard) else "neither"
+            written[how] += 1
+            if how != "as said":
+                examples.append(f"{phrase}: {how}")
+    total = sum(written.values())
+    print(f"  zh: rule phrases said by the agent, as the engine wrote them ({total}): "
+          + ", ".join(f"{k} {v}" for k, v in written.items()) + (f" [{'; '.join(examples)}]" if examples else ""))
 
 
 def transcribe(
