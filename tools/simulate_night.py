@@ -102,6 +102,7 @@ class Night:
         # workers log at info (their assignments time the rebalances); router and QA at warning, as a
         # per-call info line is a measurable share of the router's time
         level = "info" if proc.stage.startswith("asr-") else "warning"
+        level = self.opts.router_log_level if proc.stage == "router" else level
         env = settings_env(self.settings, metrics_port=str(proc.port), log_level=level)
         with open(proc.log, "ab") as log:
             proc.popen = subprocess.Popen(
@@ -336,6 +337,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--broker-restart-at", type=float, default=0.0, help="restart the broker at this share done (0: never)"
     )
     parser.add_argument("--timeout-s", type=float, default=1200.0)
+    parser.add_argument("--router-log-level", default="warning", help="the routers' log level (info: Faust's rebalances)")
     parser.add_argument(
         "--lag-every-s",
         type=float,
