@@ -337,7 +337,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--broker-restart-at", type=float, default=0.0, help="restart the broker at this share done (0: never)"
     )
     parser.add_argument("--timeout-s", type=float, default=1200.0)
-    parser.add_argument("--router-log-level", default="warning", help="the routers' log level (info: Faust's rebalances)")
+    parser.add_argument(
+        "--router-log-level", default="warning", help="the routers' log level (info: Faust's rebalances)"
+    )
     parser.add_argument(
         "--lag-every-s",
         type=float,

@@ -160,7 +160,7 @@ def stop_transactions_of_lost_partitions(app: faust.App, input_topics: Collectio
         owned.update(now)
 
 
-def abort_open_transactions_on_revoke(app: faust.App, input_topics: Collection[str]) -> None:
+def abort_open_transactions_on_revoke(app: faust.App) -> None:
     """Roll back what each revoked partition produced since its last commit.
 
     Faust (0.15.3) leaves that transaction open across a rebalance and rewinds the partition to
@@ -172,12 +172,15 @@ def abort_open_transactions_on_revoke(app: faust.App, input_topics: Collection[s
     Aborted at the revoke, after Faust waited for the agents and flushed, the outputs go with the
     offsets that were not committed either; the events are processed again once, by whichever
     member gets the partition. Each transaction once: partition p of every input shares one.
+    Every revoked partition's, not only the inputs': Faust begins one for its assignor's leader
+    topic at each assignment too, never used, and left open it failed the next begin with the
+    same warning (IN_TRANSACTION -> IN_TRANSACTION, at every rebalance of every night).
     """
 
     @app.on_partitions_revoked.connect
     async def _abort_revoked(sender: object, revoked: set, **_: object) -> None:
         producers = getattr(app.producer, "_transaction_producers", {})
-        lost = {_transactional_id(app, tp.topic, tp.partition) for tp in revoked if tp.topic in input_topics}
+        lost = {_transactional_id(app, tp.topic, tp.partition) for tp in revoked}
         async with _gate(app):  # not inside a commit that already took these partitions' offsets
             for transactional_id in sorted(lost & set(producers)):
                 await app.producer.abort_transaction(transactional_id)

@@ -56,7 +56,7 @@ def create_app(settings: Settings, app_id: str = "callqa-qa", health: StageHealt
     watch_health(app, health, settings.topic("asr.transcripts"))
     inputs = [settings.topic("asr.transcripts"), retry_name]
     stop_transactions_of_lost_partitions(app, inputs)
-    abort_open_transactions_on_revoke(app, inputs)
+    abort_open_transactions_on_revoke(app)
     tally = tally or ReplayTally()
     if bound is not None:
         bound.check_topic(settings.topic("asr.transcripts"))

@@ -81,7 +81,7 @@ def create_app(
     limits = MessageLimits.from_catalog(load_catalog(settings.bucket_names))
     watch_health(app, health, input_name)
     stop_transactions_of_lost_partitions(app, [input_name, retry_name])
-    abort_open_transactions_on_revoke(app, [input_name, retry_name])
+    abort_open_transactions_on_revoke(app)
     step = TranscriptRedaction(redactor, Writer(limits, group, None, settings.topic), retry_name)
 
     @app.agent(transcripts)

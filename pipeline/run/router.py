@@ -90,7 +90,7 @@ def create_app(settings: Settings, app_id: str = "callqa-router", health: StageH
     lanes = LaneTotals(settings, list(bucket_names.values()), arrivals_name, progress)
     watch_health(app, health, arrivals_name)
     stop_transactions_of_lost_partitions(app, [arrivals_name, retry_name])
-    abort_open_transactions_on_revoke(app, [arrivals_name, retry_name])
+    abort_open_transactions_on_revoke(app)
 
     on_commit(app, markers.on_committed)  # a marker is known once the transaction holding it committed
 
