@@ -2,9 +2,9 @@
 
 A call recorded on one channel (role ``mixed``) is embedded window by window inside its VAD
 regions (:class:`pipeline.asr.speaker_encoder.SpeakerEncoder`), clustered into one or two voices,
-and its segments split at changes of speaker and labelled by :mod:`pipeline.stages.speakers`: the voice that says the
-rule packs' agent phrases is ``agent``, the other ``customer``, each segment with a
-``role_confidence``. Calls whose channels already carry roles are not touched.
+and its segments cut at changes of speaker and labelled by :mod:`pipeline.stages.speakers`: the
+voice that says the rule packs' agent phrases is ``agent``, the other ``customer``, each segment
+with a ``role_confidence``. Calls whose channels already carry roles are not touched.
 """
 
 from __future__ import annotations
@@ -56,8 +56,9 @@ class MonoSeparator:
             role = roles.roles.get(lab.speaker, NO_PHRASE_ROLE)
             confidence = round(roles.confidence * lab.confidence, 3) if role != NO_PHRASE_ROLE else None
             seg = result.segments[part.segment]
-            cut = {"start_s": round(part.start_s, 3), "end_s": round(part.end_s, 3), "text": part.text}
-            segments.append(replace(seg, role=role, role_confidence=confidence, **(cut if part.text != seg.text else {})))
+            if part.text != seg.text:  # a part of a segment cut at a change of speaker
+                seg = replace(seg, start_s=round(part.start_s, 3), end_s=round(part.end_s, 3), text=part.text)
+            segments.append(replace(seg, role=role, role_confidence=confidence))
         timings = {
             **result.timings,
             "separation_s": time.perf_counter() - started,

@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -177,12 +178,12 @@ def split_at_changes(segments: Sequence[tuple[float, float, str]], turns: Sequen
         if len(runs) < 2:
             out.append(Part(k, start, end, text))
             continue
-        edges = [start, *((a[2] + b[1]) / 2 for a, b in zip(runs, runs[1:])), end]
+        edges = [start, *((a.last_s + b.first_s) / 2 for a, b in zip(runs, runs[1:])), end]
         units, joiner = text_units(text)
-        total = sum(r[3] for r in runs)
+        total = sum(r.speech_s for r in runs)
         taken, cumulative = 0, 0.0
         for i, run in enumerate(runs):
-            cumulative += run[3]
+            cumulative += run.speech_s
             upto = len(units) if i == len(runs) - 1 else snap_to_clause(units, round(len(units) * cumulative / total))
             piece = joiner.join(units[taken:upto]).strip()
             taken = max(taken, upto)
@@ -191,26 +192,33 @@ def split_at_changes(segments: Sequence[tuple[float, float, str]], turns: Sequen
     return out
 
 
-def _runs(start: float, end: float, turns: Sequence[Turn]) -> list[tuple[int, float, float, float]]:
-    """(speaker, first_s, last_s, speech_s) of each run of one speaker's turns inside [start, end],
-    runs under MIN_PART_S of speech left out (their neighbours close over them)."""
-    runs: list[tuple[int, float, float, float]] = []
+class _Run(NamedTuple):
+    speaker: int
+    first_s: float
+    last_s: float
+    speech_s: float
+
+
+def _runs(start: float, end: float, turns: Sequence[Turn]) -> list[_Run]:
+    """Each run of one speaker's turns inside [start, end]; runs under MIN_PART_S of speech are
+    left out (their neighbours close over them)."""
+    runs: list[_Run] = []
     for t in sorted(turns, key=lambda t: t.start_s):
         a, b = max(start, t.start_s), min(end, t.end_s)
-        if b <= a:
-            continue
-        if runs and runs[-1][0] == t.speaker:
-            who, first, _, speech = runs.pop()
-            runs.append((who, first, b, speech + b - a))
-        else:
-            runs.append((t.speaker, a, b, b - a))
-    kept: list[tuple[int, float, float, float]] = []
-    for run in (r for r in runs if r[3] >= MIN_PART_S):
-        if kept and kept[-1][0] == run[0]:
-            who, first, _, speech = kept.pop()
-            run = (who, first, run[2], speech + run[3])
-        kept.append(run)
-    return kept
+        if b > a:
+            runs.append(_Run(t.speaker, a, b, b - a))
+    return _merged([r for r in _merged(runs) if r.speech_s >= MIN_PART_S])
+
+
+def _merged(runs: list[_Run]) -> list[_Run]:
+    """Consecutive runs of one speaker as one."""
+    out: list[_Run] = []
+    for run in runs:
+        if out and out[-1].speaker == run.speaker:
+            run = _Run(run.speaker, out[-1].first_s, run.last_s, out[-1].speech_s + run.speech_s)
+            out.pop()
+        out.append(run)
+    return out
 
 
 def label_segments(segments: Sequence[tuple[float, float, str]], turns: Sequence[Turn]) -> list[Labelled]:
