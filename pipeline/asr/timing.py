@@ -14,6 +14,7 @@ import zlib
 from dataclasses import dataclass
 
 from pipeline.asr.packing import RATE, PackedWindow
+from pipeline.numbers.normalize import is_cjk
 
 MIN_PART_S = 0.4  # a split part with less audio than this gets no text
 CLAUSE_END = frozenset(",.?!;:，。？！；：、")
@@ -142,8 +143,12 @@ def _loops(span: TimedSpan, text: str, earlier: list[str], max_compression: floa
 
 
 def text_units(text: str) -> tuple[list[str], str]:
-    """Words of spaced text, characters of unspaced (Chinese) text, and the joiner."""
-    return (text.split(), " ") if " " in text.strip() else (list(text.strip()), "")
+    """Words of spaced text (or one word: "Hello." is not five letters to share out), characters of
+    unspaced Chinese text, and the joiner."""
+    text = text.strip()
+    if " " in text or not any(map(is_cjk, text)):
+        return text.split(), " "
+    return list(text), ""
 
 
 def call_segments(span: TimedSpan, text: str, window: PackedWindow, min_pause_s: float) -> list[TimedText]:

@@ -171,7 +171,8 @@ def split_at_changes(segments: Sequence[tuple[float, float, str]], turns: Sequen
     """Each (start_s, end_s, text) as one part per run of one speaker's turns under it, cut halfway
     through the pause between runs; its text shared by the runs' speech time (words, or characters
     of Chinese), the cut moved to the nearest clause end (the model's punctuation marks the turn).
-    A run with under MIN_PART_S of speech in the segment joins its neighbours."""
+    A run with under MIN_PART_S of speech in the segment joins its neighbours, and one the text
+    share gives no text lends its time to a neighbour: the parts cover the segment's time."""
     out: list[Part] = []
     for k, (start, end, text) in enumerate(segments):
         runs = _runs(start, end, turns)
@@ -182,13 +183,18 @@ def split_at_changes(segments: Sequence[tuple[float, float, str]], turns: Sequen
         units, joiner = text_units(text)
         total = sum(r.speech_s for r in runs)
         taken, cumulative = 0, 0.0
+        parts: list[Part] = []
         for i, run in enumerate(runs):
             cumulative += run.speech_s
             upto = len(units) if i == len(runs) - 1 else snap_to_clause(units, round(len(units) * cumulative / total))
             piece = joiner.join(units[taken:upto]).strip()
             taken = max(taken, upto)
-            if piece:
-                out.append(Part(k, edges[i], edges[i + 1], piece))
+            if not piece:  # no text of its own: its time goes to a neighbour, so none of it is lost
+                if parts:
+                    parts[-1] = Part(k, parts[-1].start_s, edges[i + 1], parts[-1].text)
+                continue
+            parts.append(Part(k, parts[-1].end_s if parts else start, edges[i + 1], piece))
+        out += parts or [Part(k, start, end, text)]
     return out
 
 

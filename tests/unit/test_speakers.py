@@ -91,6 +91,18 @@ def test_a_sliver_of_the_other_voice_does_not_cut_a_segment() -> None:
     assert [p.text for p in split_at_changes([(0.0, 5.0, "one two three four")], turns)] == ["one two three four"]
 
 
+def test_a_voice_given_no_text_lends_its_time_to_its_neighbour() -> None:
+    # a long run of the second voice under a one-word text: the text goes to one side, but the
+    # segment's whole time stays covered (speech coverage must not drop)
+    turns = [Turn(0.0, 0.5, 0, 1.0), Turn(1.0, 4.0, 1, 1.0)]
+    parts = split_at_changes([(0.0, 4.0, "Hello.")], turns)
+    assert [(p.start_s, p.end_s, p.text) for p in parts] == [(0.0, 4.0, "Hello.")]
+    turns = [Turn(0.0, 3.0, 0, 1.0), Turn(3.5, 4.0, 1, 1.0), Turn(4.5, 8.0, 0, 1.0)]
+    parts = split_at_changes([(0.0, 8.0, "One two three. Four five six.")], turns)
+    assert parts[0].start_s == 0.0 and parts[-1].end_s == 8.0
+    assert all(a.end_s == b.start_s for a, b in zip(parts, parts[1:]))
+
+
 def test_chinese_text_is_cut_between_characters_at_its_punctuation() -> None:
     turns = [Turn(0.0, 2.0, 0, 1.0), Turn(2.5, 4.5, 1, 1.0)]
     parts = split_at_changes([(0.0, 4.5, "您好，工号幺三五七。我要查话费。")], turns)
