@@ -212,3 +212,19 @@ def test_a_question_particle_belongs_to_its_own_sentence():
     assert len(findings(FORBIDDEN, seg("agent", 0, 5, "买这个产品零风险 保证收益 闭嘴 你有病吧"))) == 1
     assert len(findings(FORBIDDEN, seg("agent", 0, 5, "这个产品保本 您还有别的问题吗"))) == 1
     assert findings(FORBIDDEN, seg("agent", 0, 5, "这个产品是零风险的吗")) == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Thank you for calling, my name in honor.",  # engine output for "my name is Anna"
+        "Hi, my name's Mark, how can I help?",
+        "Good morning, this is Lisa.",
+    ],
+)
+def test_the_agent_naming_themself_counts_as_identification_as_asr_writes_it(text):
+    assert not default_pack_flags("disclosure.agent_identification", text, duration_s=60)
+
+
+def test_identification_missing_when_the_agent_gives_no_name():
+    assert default_pack_flags("disclosure.agent_identification", "Thank you for calling, how can I help?", duration_s=60)
