@@ -252,7 +252,9 @@ def main() -> None:
         by_kind = score([c for c, _ in picked], [r for _, r in picked])
         print(f"  {language}: " + ", ".join(
             f"{k} {c['tp']}/{c['tp'] + c['fn']} found, {c['fp']} false" for k, c in by_kind.items() if k != "no_speech"))
-    print_sound_report(calls, transcripts, results, qa)
+        missing = sum(any(f.rule_id == "disclosure.agent_identification" for f in r.findings) for _, r in picked)
+        print(f"  {language}: agent identification reported missing in {missing} of {len(picked)} calls (said in all)")
+    print_sound_report(calls, transcripts, qa)
     if args.out:
         args.out.write_text(json.dumps([_dump(c, t, r) for c, t, r in zip(calls, transcripts, results, strict=True)],
                                        ensure_ascii=False, indent=1))
@@ -261,14 +263,9 @@ def main() -> None:
 SOUND_RULES = ("disclosure.recording_notice", "disclosure.agent_identification", "abuse.agent")
 
 
-def print_sound_report(calls: list[CallScript], transcripts: list[dict], results: list, qa: QAEngine) -> None:
-    """Agent identification (said in every call's greeting) reported missing, per language; and for
-    Mandarin, how the engine wrote the rule phrases the agent said: as said, as a sound-alike
+def print_sound_report(calls: list[CallScript], transcripts: list[dict], qa: QAEngine) -> None:
+    """How the engine wrote the Mandarin rule phrases the agent said: as said, as a sound-alike
     (other characters, the same toneless pinyin: what the QA matches by sound), or neither."""
-    for language in ("en", "zh"):
-        picked = [r for c, r in zip(calls, results, strict=True) if c.language == language]
-        missing = sum(any(f.rule_id == "disclosure.agent_identification" for f in r.findings) for r in picked)
-        print(f"  {language}: agent identification reported missing in {missing} of {len(picked)} calls (said in all)")
     phrases = {p for r in qa.pack.rules if r.id in SOUND_RULES for p in getattr(r, "phrases", ()) if sound_eligible(p)}
     written = {"as said": 0, "sound-alike": 0, "neither": 0}
     examples = []

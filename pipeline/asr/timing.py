@@ -142,7 +142,7 @@ def _loops(span: TimedSpan, text: str, earlier: list[str], max_compression: floa
     return n >= MIN_RATE_TOKENS and n > MAX_TOKENS_PER_S * (span.end_s - span.start_s)
 
 
-def text_units(text: str) -> tuple[list[str], str]:
+def _units(text: str) -> tuple[list[str], str]:
     """Words of spaced text (or one word: "Hello." is not five letters to share out), characters of
     unspaced Chinese text, and the joiner."""
     text = text.strip()
@@ -159,15 +159,8 @@ def call_segments(span: TimedSpan, text: str, window: PackedWindow, min_pause_s:
     # timestamp a little early or late) gets none
     weights = [_audio_s(window, edges[k], edges[k + 1]) for k in range(len(edges) - 1)]
     weights = [w if w >= MIN_PART_S else 0.0 for w in weights]
-    total = sum(weights) or 1.0
-    units, joiner = text_units(text)
     out: list[TimedText] = []
-    taken, cumulative = 0, 0.0
-    for k, weight in enumerate(weights):
-        cumulative += weight
-        upto = len(units) if k == len(weights) - 1 else snap_to_clause(units, round(len(units) * cumulative / total))
-        part = joiner.join(units[taken:upto]).strip()
-        taken = max(taken, upto)
+    for k, part in enumerate(share_text(text, weights)):
         if part:
             start = window.to_call_s(edges[k], "start")
             end = max(window.to_call_s(edges[k + 1], "end"), start)
@@ -175,7 +168,23 @@ def call_segments(span: TimedSpan, text: str, window: PackedWindow, min_pause_s:
     return out
 
 
-def snap_to_clause(units: list[str], at: int) -> int:
+def share_text(text: str, weights: list[float]) -> list[str]:
+    """``text`` cut into one piece per weight (words, or characters of Chinese), in proportion to
+    the weights, each cut moved to the nearest clause end; the last piece takes the rest. A piece
+    may be empty."""
+    total = sum(weights) or 1.0
+    units, joiner = _units(text)
+    out: list[str] = []
+    taken, cumulative = 0, 0.0
+    for k, weight in enumerate(weights):
+        cumulative += weight
+        upto = len(units) if k == len(weights) - 1 else _snap(units, round(len(units) * cumulative / total))
+        out.append(joiner.join(units[taken:upto]).strip())
+        taken = max(taken, upto)
+    return out
+
+
+def _snap(units: list[str], at: int) -> int:
     """Move a text split point to the nearest clause end (punctuation) close to it: the time
     share only estimates where the words fall, the model's punctuation marks the pause."""
     if at <= 0 or at >= len(units):  # all text on one side: nothing to move

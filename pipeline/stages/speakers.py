@@ -25,7 +25,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from pipeline.asr.timing import snap_to_clause, text_units
+from pipeline.asr.timing import share_text
 
 RATE = 16_000
 WINDOW_S = 1.6
@@ -180,15 +180,8 @@ def split_at_changes(segments: Sequence[tuple[float, float, str]], turns: Sequen
             out.append(Part(k, start, end, text))
             continue
         edges = [start, *((a.last_s + b.first_s) / 2 for a, b in zip(runs, runs[1:])), end]
-        units, joiner = text_units(text)
-        total = sum(r.speech_s for r in runs)
-        taken, cumulative = 0, 0.0
         parts: list[Part] = []
-        for i, run in enumerate(runs):
-            cumulative += run.speech_s
-            upto = len(units) if i == len(runs) - 1 else snap_to_clause(units, round(len(units) * cumulative / total))
-            piece = joiner.join(units[taken:upto]).strip()
-            taken = max(taken, upto)
+        for i, piece in enumerate(share_text(text, [r.speech_s for r in runs])):
             if not piece:  # no text of its own: its time goes to a neighbour, so none of it is lost
                 if parts:
                     parts[-1] = Part(k, parts[-1].start_s, edges[i + 1], parts[-1].text)
