@@ -100,6 +100,15 @@ class DecodeOptions:
     digits_after_digit: bool = False
 
 
+@dataclass(frozen=True)
+class Heard:
+    """The language a decode was made in, carried to a later decode of part of its window."""
+
+    language: str
+    prob: float
+    foreign: bool
+
+
 @dataclass
 class WindowDecode:
     """Result of one window: token ids (text and timestamps, no end-of-text), language,
@@ -117,6 +126,10 @@ class WindowDecode:
     @property
     def avg_logprob(self) -> float:
         return self.sum_logprob / max(1, len(self.tokens))
+
+    @property
+    def heard(self) -> Heard:
+        return Heard(self.language, self.language_prob, self.foreign)
 
 
 @dataclass
@@ -181,13 +194,16 @@ class GreedyDecoder:
 
     def decode(self, memories: list[Tensor], cache: KVCache, durations_s: list[float],
                stats: DecodeStats, lock_rows: Sequence[bool] | None = None,
-               temperatures: Sequence[float] | None = None) -> list[WindowDecode]:
+               temperatures: Sequence[float] | None = None,
+               heard: Sequence[Heard | None] | None = None) -> list[WindowDecode]:
         """memories: encoder outputs (B_i, T_i, D) of consecutive row groups, each encoded at its
         own length; cache views sized for all B rows and the longest T; each row's audio duration
         (token cap, last timestamp) -> one result per row. ``lock_rows``: which rows the digit
         lock applies to (a decoder built with ``digits_after_digit``; default: every row), so a
         window's free and digit-locked decodes can share one batch's steps. ``temperatures``: each
-        row's (default: the options'), so one window's fallback decodes share a batch's steps too."""
+        row's (default: the options'), so one window's fallback decodes share a batch's steps too.
+        ``heard``: per row, the language an earlier decode of its whole window was made in; that row
+        is decoded in it instead of one detected anew (None: detected)."""
         device = memories[0].device
         n = sum(m.shape[0] for m in memories)
         sp = self.tok.special
@@ -200,7 +216,7 @@ class GreedyDecoder:
         logits = self.model.decoder(sot, cache).float()
         stats.steps += 1
         stats.row_steps += n
-        langs = self._languages(logits, results)
+        langs = self._languages(logits, results, heard)
         prompt = torch.tensor([[lang, sp.transcribe] for lang in langs], dtype=torch.long, device=device)
         logits = self.model.decoder(prompt, cache).float()
         none = torch.full((n,), -1, dtype=torch.long, device=device)
@@ -282,9 +298,13 @@ class GreedyDecoder:
             logprobs[:, :tb].masked_fill_(force[:, None], NEG_INF)
         return logprobs
 
-    def _languages(self, logits: Tensor, results: list[WindowDecode]) -> list[int]:
+    def _languages(self, logits: Tensor, results: list[WindowDecode],
+                   heard: Sequence[Heard | None] | None = None) -> list[int]:
         """Pick each row's language token from the logits after <|startoftranscript|>: the likeliest
-        candidate, unless the candidates together are unlikely (another language: the likeliest of all)."""
+        candidate, unless the candidates together are unlikely (another language: the likeliest of all).
+        A row given what its window was heard as keeps it: a few seconds cut from a window are too
+        little to tell the language by (a 3.8 s piece of an English GSM call read as Thai, which it
+        then looped in, and the turn was lost)."""
         sp = self.tok.special
         probs = torch.softmax(logits, dim=-1)
         no_speech = probs[:, sp.no_speech].tolist()
@@ -303,6 +323,9 @@ class GreedyDecoder:
             foreign = (cand_share.sum(dim=-1) < self.opts.foreign_below).tolist()
             lang_ids = torch.where(torch.tensor(foreign, device=logits.device), every[top], best_cand).tolist()
             lang_probs = [t if f else c for f, t, c in zip(foreign, top_prob.tolist(), cand_prob.tolist())]
+        for i, given in enumerate(heard or ()):
+            if given is not None:
+                lang_ids[i], lang_probs[i], foreign[i] = self.tok.language_id(given.language), given.prob, given.foreign
         for r, lang, p, ns, f in zip(results, lang_ids, lang_probs, no_speech, foreign):
             r.language, r.language_prob, r.no_speech_prob, r.foreign = self.lang_by_id[lang], p, ns, f
         return lang_ids

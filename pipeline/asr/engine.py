@@ -34,6 +34,7 @@ from pipeline.asr.decode import (
     DecodeOptions,
     DecodeStats,
     GreedyDecoder,
+    Heard,
     WindowDecode,
 )
 from pipeline.asr.devices import Device, DtypeName, OutputName, resolve_device
@@ -169,6 +170,7 @@ class _Window:
     packed: PackedWindow
     stream: np.ndarray = field(repr=False)  # the channel's 16 kHz samples
     temperature: float = 0.0  # a fallback decode's (0: greedy)
+    heard: Heard | None = None  # the language its whole window was decoded in (a later pass's part of it)
 
     @property
     def duration_s(self) -> float:
@@ -294,9 +296,10 @@ class Engine:
                 if not self._keep(result):  # no speech after all
                     if n_pass < self.opts.max_passes - 1 and len(w.packed.pieces) > 1:
                         # the VAD heard speech in each piece: one noisy or quiet piece must not
-                        # take a window's other turns with it, so each is judged alone
+                        # take a window's other turns with it, so each is judged alone (in the
+                        # language of the window it was cut from, if any: its own is unsure)
                         again = w.packed.unpacked()
-                        later += [(_Window(w.call, w.channel, p, w.stream), origin) for p in again]
+                        later += [(_Window(w.call, w.channel, p, w.stream, heard=w.heard), origin) for p in again]
                         self.stats.redecoded_windows += len(again)
                         continue
                     self.stats.no_speech_windows += 1
@@ -312,6 +315,7 @@ class Engine:
                     self.stats.undecoded_pieces += len(lost)
                     out[origin].append(_Decoded(w, result, spans[: cover.kept], lost))
                     continue
+                heard = w.heard or result.heard  # what is left of a window is decoded in its language
                 looped = cover.kept == 0 and cover.resume_s is not None and cover.resume_s < MIN_PROGRESS_S
                 last_try = looped and len(w.packed.pieces) == 1 and w.temperature >= FALLBACK_TEMPERATURES[-1]
                 out[origin].append(_Decoded(w, result, spans[: cover.kept], ((0, "loop"),) if last_try else ()))
@@ -327,11 +331,11 @@ class Engine:
                     again = w.packed.unpacked()
                 elif not last_try:  # one piece that loops from its start: again, warmer (Whisper's fallback)
                     hotter = min(t for t in FALLBACK_TEMPERATURES if t > w.temperature)
-                    later.append((_Window(w.call, w.channel, w.packed, w.stream, hotter), origin))
+                    later.append((_Window(w.call, w.channel, w.packed, w.stream, hotter, heard), origin))
                     self.stats.redecoded_windows += 1
                 elif not again:  # nothing of it kept: said in the transcript, not dropped quietly
                     self.stats.undecoded_pieces += 1
-                later += [(_Window(w.call, w.channel, p, w.stream), origin) for p in again]
+                later += [(_Window(w.call, w.channel, p, w.stream, heard=heard), origin) for p in again]
                 self.stats.redecoded_windows += len(again)
             if not later:
                 break
@@ -365,9 +369,11 @@ class Engine:
         t1 = time.perf_counter()
         dstats = DecodeStats()
         temps = [item.temperature for item in batch.items]
+        heard = [item.heard for item in batch.items]
         results = self.decoder.decode(memories, self.pool.kv_cache(batch.padded_s, n),
                                       [item.duration_s for item in batch.items], dstats,
-                                      temperatures=temps if any(temps) else None)
+                                      temperatures=temps if any(temps) else None,
+                                      heard=heard if any(heard) else None)
         self.device.synchronize()
         t2 = time.perf_counter()
         mem = self.device.memory_bytes()

@@ -256,6 +256,32 @@ def test_a_call_in_a_third_language_is_transcribed_as_spoken_and_flagged(engine)
     assert english.unsupported == {} and set(english.languages.values()) == {"en"}
 
 
+def test_part_of_a_window_is_decoded_in_the_language_its_window_was_heard_in(engine):
+    """A later pass decodes a few seconds cut from a window (its rest after a loop, a piece judged
+    alone). Detected anew on so little, a 3.8 s piece of an English GSM call was heard as Thai
+    (outside the candidates: decoded as Thai), looped, and the turn came out with no text. Such a
+    part is decoded in the language its window was heard in; a window of its own is still detected."""
+    from types import SimpleNamespace
+
+    from pipeline.asr.decode import DecodeStats, Heard
+    from pipeline.asr.packing import pack_regions
+
+    stream = speak("Buenos días, llamo porque mi paquete no llegó el viernes.", 16_000, "es")
+    (packed,) = pack_regions([(0, len(stream))])
+    item = SimpleNamespace(packed=packed, stream=stream, duration_s=packed.duration_s)
+    bucket_s = next(b for b in engine.buckets_s if b >= packed.duration_s)
+    english = Heard("en", 0.97, False)
+    results = []
+    for heard in (None, english):
+        memory = engine.encode_windows(bucket_s, [item])
+        results += engine.decoder.decode([memory], engine.pool.kv_cache(bucket_s, 1), [packed.duration_s],
+                                         DecodeStats(), heard=[heard])
+    detected, given = results
+    assert (detected.language, detected.foreign) == ("es", True)
+    assert (given.language, given.language_prob, given.foreign) == ("en", 0.97, False)
+    assert given.heard == english
+
+
 def test_a_turn_that_loops_from_its_start_is_decoded_again_warmer_not_dropped(engine):
     # A customer's card-number turn (12 s, one VAD region) on 8 kHz u-law, where the greedy decode
     # runs into a digit loop from its first segment: nothing of it could be kept, and the turn came
