@@ -43,16 +43,24 @@ class RateTracker:
         while len(series) > 2 and t - series[1][0] >= self.window_s:
             series.pop(0)  # keep one sample at or beyond the window's start
 
-    def rate(self, key: str) -> float | None:
-        """The least-squares slope of the samples from where the value last stood before it moved in
-        the window. A stretch at the window's start where nothing was consumed (workers still joining,
-        nothing to read yet) is not the group's throughput: counted in, it put a night's first ETAs at
-        2-3x the finish. The value moves in steps (a batch's commit), so a slope between the two end
-        samples alone is off by up to a batch at each end; the fitted line is off by far less. Never
-        moved in the window: 0 (stalled)."""
+    def moved_from(self, key: str) -> float | None:
+        """When the value last stood before it first moved in the window; None: it never moved."""
         series = self.samples.get(key) or []
         moved = next((i for i, (_, v) in enumerate(series) if v != series[0][1]), None)
-        points = series[0 if moved is None else moved - 1:]
+        return None if moved is None else series[moved - 1][0]
+
+    def rate(self, key: str, since: float | None = None) -> float | None:
+        """The least-squares slope of the samples from ``since`` (the last sample at or before it),
+        by default from where the value last stood before it moved in the window. A stretch at the
+        window's start where nothing was consumed (workers still joining, nothing to read yet) is not
+        the group's throughput: counted in, it put a night's first ETAs at 2-3x the finish. The value
+        moves in steps (a batch's commit), so a slope between the two end samples alone is off by up
+        to a batch at each end; the fitted line is off by far less. Never moved in the window: 0
+        (stalled)."""
+        series = self.samples.get(key) or []
+        since = self.moved_from(key) if since is None else since
+        first = max((i for i, (t, _) in enumerate(series) if since is not None and t <= since), default=0)
+        points = series[first:]
         if len(points) < 2 or points[-1][0] - points[0][0] < self.min_span_s:
             return None
         t0 = points[0][0]  # epoch seconds: fit on times relative to the first, for precision
@@ -121,12 +129,29 @@ def record_samples(tracker: RateTracker, rows: Iterable[PartitionBacklog], t: fl
             tracker.add(sample_key(row) + "|offset", t, float(row.committed))
 
 
-def partition_rate(tracker: RateTracker, row: PartitionBacklog) -> float | None:
-    """Audio s/s over the row's lanes where its audio is known, else messages/s."""
-    if row.audio_s is None:
-        return tracker.rate(sample_key(row) + "|offset")
-    known = [r for lane in row.consumed_by_lane if (r := tracker.rate(_lane_key(row, lane))) is not None]
+def _rate_keys(row: PartitionBacklog, by_audio: bool) -> list[str]:
+    """The series a row's rate is measured on: its lanes' consumed audio, or its committed offset."""
+    return [_lane_key(row, lane) for lane in row.consumed_by_lane] if by_audio else [sample_key(row) + "|offset"]
+
+
+def partition_rate(tracker: RateTracker, row: PartitionBacklog, since: float | None = None,
+                   by_audio: bool | None = None) -> float | None:
+    """Audio s/s over the row's lanes where its audio is known (or ``by_audio``), else messages/s;
+    from ``since`` (default: where the first of the row's series moved)."""
+    by_audio = row.audio_s is not None if by_audio is None else by_audio
+    keys = _rate_keys(row, by_audio)
+    since = group_moved_from(tracker, [row], by_audio) if since is None else since
+    known = [r for key in keys if (r := tracker.rate(key, since)) is not None]
     return sum(known) if known else None
+
+
+def group_moved_from(tracker: RateTracker, rows: Iterable[PartitionBacklog], by_audio: bool) -> float | None:
+    """When the first of a group's series moved in the window. A group's rate is measured from there
+    on every lane: a lane that waited its turn while the worker consumed others took the whole
+    group's time, and measured only from its own first batch it read as if consumed in a moment
+    (a 2,000-call simulated night's ETAs were 11-21 % early from 20 % to 45 % done so)."""
+    starts = [s for row in rows for key in _rate_keys(row, by_audio) if (s := tracker.moved_from(key)) is not None]
+    return min(starts, default=None)
 
 
 def held_s(row: PartitionBacklog, now: datetime) -> float | None:
@@ -146,8 +171,8 @@ def summarize(rows: list[PartitionBacklog], tracker: RateTracker, now: datetime,
         audio_known = all(p.audio_s is not None for p in parts)
         audio_s = round(sum(p.audio_s or 0.0 for p in parts), 3) if audio_known else None
         behind, unit = (audio_s, "audio s/s") if audio_known else (messages, "msg/s")
-        rates = [partition_rate(tracker, p) if audio_known else tracker.rate(sample_key(p) + "|offset")
-                 for p in parts]
+        since = group_moved_from(tracker, parts, audio_known)
+        rates = [partition_rate(tracker, p, since, audio_known) for p in parts]
         known = [r for r in rates if r is not None]
         rate = sum(known) if known else None
         held = max((h for p in parts if (h := held_s(p, now)) is not None), default=None)

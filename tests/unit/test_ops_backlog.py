@@ -174,3 +174,22 @@ def test_the_rate_sums_the_lanes_sampled_now_and_a_lane_gone_idle_stops_counting
     now = row({0: 200.0})
     record_samples(tracker, [now], 20.0)
     assert summarize([now], tracker, t0, None)[0].rate == pytest.approx(10.0)
+
+
+def test_a_lane_that_waited_its_turn_is_measured_over_the_group_s_time_not_its_own() -> None:
+    # One worker, two lanes in its partition: lane 0 consumed at 5 audio s/s from t=0, lane 1 waited
+    # and got its first batch (100 s) at t=60. The group consumed 400 s in 60 s. Lane 1 measured from
+    # its own first move read 10/s, the group 15/s, and the ETA came out at less than half.
+    tracker = RateTracker(min_span_s=1)
+    t0 = datetime(2026, 11, 30, 23, 0, tzinfo=UTC)
+
+    def row(consumed: dict[int, float]):  # noqa: ANN202
+        ahead = {lane: Stamp(c + 1, 1, 1.0, lane) for lane, c in consumed.items()}
+        return partition_backlog("asr-long", "g", PartitionPosition("b", 0, 0, 0, 10), ahead,
+                                 {lane: Stamp(5000, 50, 1, lane) for lane in consumed})
+
+    for t in range(0, 70, 10):
+        record_samples(tracker, [row({0: 5.0 * t, 1: 100.0 if t == 60 else 0.0})], float(t))
+    now = row({0: 300.0, 1: 100.0})
+    # lane 1's fitted line over 0..60 s: 30 * 100 / 2800 = 1.07/s; with lane 0's 5/s, 6.07 (true: 6.67)
+    assert summarize([now], tracker, t0, None)[0].rate == pytest.approx(5.0 + 3000 / 2800)
