@@ -49,28 +49,40 @@ def parse_lag(data: dict[str, Any], published_at: float, share_done: float) -> L
     )
 
 
-def eta_errors(samples: list[LagSample], finish_s: float, from_share: float = 0.1) -> list[tuple[float, float]]:
+def eta_errors(
+    samples: list[LagSample], finish_s: float, from_share: float = 0.1, from_s: float = 0.0
+) -> list[tuple[float, float]]:
     """(share done, relative error of at + ETA against the actual finish) for the samples taken once
-    ``from_share`` of the night was done that had an ETA; positive: predicted later than it was."""
+    ``from_share`` of the night was done (and at ``from_s`` or later) that had an ETA; positive:
+    predicted later than it was."""
     return [
         (s.share_done, round((s.at_s + s.eta_s - finish_s) / finish_s, 4))
         for s in samples
-        if s.eta_s is not None and s.share_done >= from_share and s.at_s < finish_s
+        if s.eta_s is not None and s.share_done >= from_share and from_s <= s.at_s < finish_s
     ]
 
 
-def eta_summary(samples: list[LagSample], finish_s: float) -> dict[str, Any]:
-    """The worst and the median ETA error after 10 % of the night, and the first sample's."""
-    errors = eta_errors(samples, finish_s)
+def _errors_summary(errors: list[tuple[float, float]]) -> dict[str, Any]:
     if not errors:
         return {"worst": None, "median_abs": None, "first": None, "samples": 0}
-    worst = max(errors, key=lambda e: abs(e[1]))[1]
     return {
-        "worst": worst,
+        "worst": max(errors, key=lambda e: abs(e[1]))[1],
         "median_abs": round(statistics.median(abs(e) for _, e in errors), 4),
         "first": errors[0][1],
         "samples": len(errors),
     }
+
+
+def eta_summary(samples: list[LagSample], finish_s: float, settled_from_s: float | None = None) -> dict[str, Any]:
+    """The worst and the median ETA error after 10 % of the night, and the first sample's; with
+    ``settled_from_s`` (the last membership change of the night plus a few samples), the same for the
+    samples from then on: no ETA can know of a worker added or killed later, so the figures before
+    it measure the night's events as much as the estimate."""
+    summary = _errors_summary(eta_errors(samples, finish_s))
+    if settled_from_s is not None:
+        summary["settled_from_s"] = round(settled_from_s, 2)
+        summary["settled"] = _errors_summary(eta_errors(samples, finish_s, from_s=settled_from_s))
+    return summary
 
 
 @dataclass

@@ -597,7 +597,12 @@ def report(state: NightRun) -> dict[str, Any]:
         if len(steady) > 1 and max(steady) > 0:
             skews[b] = round((max(steady) - min(steady)) / (sum(steady) / len(steady)), 4)
     samples = lag.samples if lag else []
-    eta = eta_summary(samples, makespan_wall) if makespan_wall else None
+    # the ETA given the workers it has: from three samples after the night's last membership change on
+    settled = max((e["at"] - published_at for e in sim.events), default=None)
+    settle_s = 3 * lag.every_s if lag else 0.0
+    eta = (
+        eta_summary(samples, makespan_wall, None if settled is None else settled + settle_s) if makespan_wall else None
+    )
     rebalance = _rebalance_pauses(sim)
     peak: dict[str, float] = defaultdict(float)
     for p in sim.procs:

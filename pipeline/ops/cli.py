@@ -67,7 +67,7 @@ def _lag(watch: bool, as_json: bool, window_end: str | None, interval_s: float, 
     from rich.live import Live
 
     from pipeline.ops import lag_view
-    from pipeline.ops.lag import exit_code, record_samples, summarize
+    from pipeline.ops.lag import exit_code, record_members, record_samples, summarize
     from pipeline.runtime.lag_kafka import OffsetsReader, group_specs, stage_specs
     from pipeline.ops.times import next_clock_time
 
@@ -90,8 +90,10 @@ def _lag(watch: bool, as_json: bool, window_end: str | None, interval_s: float, 
     def measure() -> tuple[list, list, datetime, Any, float]:
         started = time.perf_counter()
         rows = reader.backlog(specs)
+        sampled_at = time.time()
+        record_samples(tracker, rows, sampled_at)
+        record_members(tracker, reader.members({r.group for r in rows}), sampled_at)
         took = time.perf_counter() - started
-        record_samples(tracker, rows, time.time())
         now = datetime.now().astimezone()
         end = next_clock_time(window_end, now) if window_end else None
         return rows, summarize(rows, tracker, now, end, transaction_timeout_s), now, end, took

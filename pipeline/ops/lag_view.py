@@ -20,6 +20,7 @@ def load_tracker(path: Path, window_s: float) -> RateTracker:
     try:
         data = json.loads(path.read_text())
         tracker.samples = {k: [tuple(s) for s in v] for k, v in data.get("samples", {}).items()}
+        tracker.members = {k: [(t, int(n)) for t, n in v] for k, v in data.get("members", {}).items()}
     except (OSError, ValueError):
         pass  # no history yet (or unreadable): rates start from this run's samples
     return tracker
@@ -27,7 +28,7 @@ def load_tracker(path: Path, window_s: float) -> RateTracker:
 
 def save_tracker(path: Path, tracker: RateTracker) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"samples": tracker.samples}))
+    path.write_text(json.dumps({"samples": tracker.samples, "members": tracker.members}))
 
 
 def _hms(seconds: float | None) -> str:
@@ -47,7 +48,7 @@ def as_json(rows: list[PartitionBacklog], summaries: list[GroupSummary], tracker
         "now": now.isoformat(timespec="milliseconds"), "window_end": end.isoformat() if end else None,
         "took_s": round(took_s, 3),
         "stages": [{"stage": s.stage, "group": s.group, "messages": s.messages, "audio_s": s.audio_s,
-                    "rate": s.rate, "rate_unit": s.rate_unit, "eta_s": s.verdict.eta_s,
+                    "rate": s.rate, "rate_unit": s.rate_unit, "members": s.members, "eta_s": s.verdict.eta_s,
                     "margin_s": s.verdict.margin_s, "held_s": s.verdict.held_s, "status": s.verdict.status,
                     "verdict": s.verdict.text()}
                    for s in summaries],

@@ -19,6 +19,7 @@ from confluent_kafka import (
     Consumer,
     IsolationLevel,
     KafkaError,
+    KafkaException,
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, OffsetSpec
@@ -213,6 +214,23 @@ class OffsetsReader:
         consumer, asked = self._group_consumers[group], [TopicPartition(t, p) for t, p in tps]
         parts = retrying(lambda: consumer.committed(asked, timeout=TIMEOUT_S), f"committed offsets of group {group}")
         return {(tp.topic, tp.partition): (tp.offset if tp.offset >= 0 else None) for tp in parts}
+
+    def members(self, groups: Collection[str], timeout_s: float = 5.0) -> dict[str, int | None]:
+        """How many consumers each group has now (None: not known: the describe failed or timed
+        out, as it did for ``replay``'s check on one stack; the rate then ignores membership)."""
+        if not groups:
+            return {}
+        try:
+            futures = self.admin.describe_consumer_groups(sorted(groups), request_timeout=timeout_s)
+        except KafkaException:
+            return dict.fromkeys(groups)
+        out: dict[str, int | None] = {}
+        for group, future in futures.items():
+            try:
+                out[group] = len(future.result(timeout=timeout_s).members)
+            except (KafkaException, TimeoutError):
+                out[group] = None
+        return out
 
     # -- stamps ---------------------------------------------------------------------------
 

@@ -86,6 +86,7 @@ def test_health_endpoints_and_lag_through_a_real_run(settings: Settings, unique:
         assert queued["messages"] == len(DURATIONS)
         assert queued["audio_s"] == pytest.approx(sum(DURATIONS), abs=0.01)
         assert queued["status"] == "no rate yet"
+        assert queued["members"] == 0  # the broker's count of the group's consumers: none yet
 
         procs.append(spawn(settings, tmp_path / "worker.log", "worker", "--bucket", "short", "--device", "cpu",
                            "--instance-id", f"w-{unique}", asr_threads="1", metrics_port=str(worker_port)))
@@ -101,6 +102,7 @@ def test_health_endpoints_and_lag_through_a_real_run(settings: Settings, unique:
         assert (short["messages"], short["audio_s"], short["status"]) == (0, 0.0, "done")
         # The rate is measured between the two runs' samples of the consumed audio.
         assert short["rate"] is not None and short["rate"] > 0
+        assert short["members"] == 1  # the worker, as the broker counts it
         parts = [p for p in done["partitions"] if p["stage"] == "asr-short"]
         assert sum(p["consumed_audio_s"] or 0 for p in parts) == pytest.approx(sum(DURATIONS), abs=0.01)
         _, worker_metrics = get(worker_port, "/metrics")

@@ -1,11 +1,12 @@
 """Health state, progress stamps, backlog arithmetic, throughput and the night-window verdict (pure)."""
 
+import statistics
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from pipeline.headers import AUDIO, CUM_AUDIO, PartitionProgress, Stamp, header, int_header
-from pipeline.ops.lag import RateTracker, record_samples, summarize, verdict
+from pipeline.ops.lag import RateTracker, record_members, record_samples, summarize, verdict
 from pipeline.ops.times import next_clock_time
 from pipeline.runtime.backlog import PartitionPosition, partition_backlog
 from pipeline.runtime.health import StageHealth
@@ -193,3 +194,40 @@ def test_a_lane_that_waited_its_turn_is_measured_over_the_group_s_time_not_its_o
     now = row({0: 300.0, 1: 100.0})
     # lane 1's fitted line over 0..60 s: 30 * 100 / 2800 = 1.07/s; with lane 0's 5/s, 6.07 (true: 6.67)
     assert summarize([now], tracker, t0, None)[0].rate == pytest.approx(5.0 + 3000 / 2800)
+
+
+def test_after_a_worker_is_added_the_rate_is_measured_from_the_change() -> None:
+    # One worker at 10 audio s/s for 100 s, then two at 20/s. The window's fitted line would follow
+    # the new pace only as the window slides; from three samples after the change it is the new pace.
+    tracker = RateTracker(window_s=300, min_span_s=1)
+    t0 = datetime(2026, 11, 30, 23, 0, tzinfo=UTC)
+
+    def row(consumed: float):  # noqa: ANN202
+        return partition_backlog("asr-long", "g", PartitionPosition("b", 0, 0, 0, 10), {0: Stamp(consumed + 1, 1, 1.0, 0)},
+                                 {0: Stamp(100000, 50, 1, 0)})
+
+    def consumed(t: float) -> float:
+        return 10.0 * t if t <= 100 else 1000.0 + 20.0 * (t - 100)
+
+    def sample(t: float, members: int) -> float | None:
+        record_samples(tracker, [row(consumed(t))], t)
+        record_members(tracker, {"g": members}, t)
+        return summarize([row(consumed(t))], tracker, t0, None)[0].rate
+
+    assert sample(0.0, 1) is None  # one sample: no rate yet
+    for t in range(10, 101, 10):
+        assert sample(float(t), 1) == pytest.approx(10.0)
+    assert tracker.members_changed_at("g") is None
+    after_one = sample(110.0, 2)  # one sample with the new count: the window's line still
+    assert tracker.members_changed_at("g") == 110.0
+    assert after_one == pytest.approx(statistics.linear_regression(
+        [float(t) for t in range(0, 111, 10)], [consumed(t) for t in range(0, 111, 10)]).slope)
+    sample(120.0, 2)
+    summary = summarize([row(consumed(120.0))], tracker, t0, None)[0]
+    assert summary.rate < 15.0  # two samples since the change: not yet trusted
+    assert sample(130.0, 2) == pytest.approx(20.0)  # three: the new pace
+    assert summarize([row(consumed(130.0))], tracker, t0, None)[0].members == 2
+    # members not known (the describe failed): no change is seen, the window's line is used
+    blind = RateTracker(window_s=300, min_span_s=1)
+    record_members(blind, {"g": None}, 0.0)
+    assert blind.members_changed_at("g") is None and blind.members_now("g") is None

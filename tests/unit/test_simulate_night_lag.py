@@ -53,3 +53,13 @@ def test_eta_errors_count_from_a_tenth_of_the_night_against_the_actual_finish() 
 
 def test_no_samples_after_a_tenth_gives_no_error() -> None:
     assert eta_summary([_sample(5, 0.05, 10.0)], finish_s=100.0)["worst"] is None
+
+
+def test_the_eta_once_the_workers_stopped_changing_is_scored_apart() -> None:
+    # a worker added at 40 s: the samples before (and just after) it are scored in the night's figures,
+    # the settled figures count only from the given time on
+    samples = [_sample(20, 0.2, 120.0), _sample(50, 0.5, 52.0), _sample(60, 0.6, 39.0)]
+    summary = eta_summary(samples, finish_s=100.0, settled_from_s=46.0)
+    assert summary["worst"] == 0.4 and summary["samples"] == 3
+    assert summary["settled_from_s"] == 46.0
+    assert summary["settled"] == {"worst": 0.02, "median_abs": 0.015, "first": 0.02, "samples": 2}
