@@ -197,8 +197,9 @@ def test_a_lane_that_waited_its_turn_is_measured_over_the_group_s_time_not_its_o
 
 
 def test_after_a_worker_is_added_the_rate_is_measured_from_the_change() -> None:
-    # One worker at 10 audio s/s for 100 s, then two at 20/s. The window's fitted line would follow
-    # the new pace only as the window slides; from three samples after the change it is the new pace.
+    # One worker at 10 audio s/s for 100 s; a second joins at 110 s, the rebalance pauses the group
+    # until 120 s, then the two run at 20/s. The window's fitted line would follow the new pace only as
+    # the window slides; measured from where the group moved again, it is the new pace three samples on.
     tracker = RateTracker(window_s=300, min_span_s=1)
     t0 = datetime(2026, 11, 30, 23, 0, tzinfo=UTC)
 
@@ -207,26 +208,27 @@ def test_after_a_worker_is_added_the_rate_is_measured_from_the_change() -> None:
                                  {0: Stamp(100000, 50, 1, 0)})
 
     def consumed(t: float) -> float:
-        return 10.0 * t if t <= 100 else 1000.0 + 20.0 * (t - 100)
+        return 10.0 * t if t <= 100 else 1000.0 + 20.0 * max(0.0, t - 120)
 
     def sample(t: float, members: int) -> float | None:
         record_samples(tracker, [row(consumed(t))], t)
         record_members(tracker, {"g": members}, t)
         return summarize([row(consumed(t))], tracker, t0, None)[0].rate
 
+    def window_line(until: int) -> float:
+        ts = [float(t) for t in range(0, until + 1, 10)]
+        return statistics.linear_regression(ts, [consumed(t) for t in ts]).slope
+
     assert sample(0.0, 1) is None  # one sample: no rate yet
     for t in range(10, 101, 10):
         assert sample(float(t), 1) == pytest.approx(10.0)
     assert tracker.members_changed_at("g") is None
-    after_one = sample(110.0, 2)  # one sample with the new count: the window's line still
+    assert sample(110.0, 2) == pytest.approx(window_line(110))  # joined, nothing moved since: the window's
     assert tracker.members_changed_at("g") == 110.0
-    assert after_one == pytest.approx(statistics.linear_regression(
-        [float(t) for t in range(0, 111, 10)], [consumed(t) for t in range(0, 111, 10)]).slope)
-    sample(120.0, 2)
-    summary = summarize([row(consumed(120.0))], tracker, t0, None)[0]
-    assert summary.rate < 15.0  # two samples since the change: not yet trusted
-    assert sample(130.0, 2) == pytest.approx(20.0)  # three: the new pace
-    assert summarize([row(consumed(130.0))], tracker, t0, None)[0].members == 2
+    assert sample(120.0, 2) == pytest.approx(window_line(120))
+    assert sample(130.0, 2) == pytest.approx(window_line(130))  # moved again from 120: two samples, too few
+    assert sample(140.0, 2) == pytest.approx(20.0)  # three: the new pace
+    assert summarize([row(consumed(140.0))], tracker, t0, None)[0].members == 2
     # members not known (the describe failed): no change is seen, the window's line is used
     blind = RateTracker(window_s=300, min_span_s=1)
     record_members(blind, {"g": None}, 0.0)
