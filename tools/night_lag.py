@@ -32,6 +32,8 @@ class LagSample:
     eta_s: float | None  # the slowest ASR group's ETA (wall seconds from at_s)
     backlog_audio_s: dict[str, float]  # per bucket: audio seconds its ASR group is behind
     router_behind: int | None  # arrivals the router has not consumed yet (messages)
+    members: dict[str, int | None] = field(default_factory=dict)  # per bucket: its group's consumers
+    rates: dict[str, float | None] = field(default_factory=dict)  # per bucket: audio s/s as lag measured it
 
 
 def parse_lag(data: dict[str, Any], published_at: float, share_done: float) -> LagSample:
@@ -46,6 +48,8 @@ def parse_lag(data: dict[str, Any], published_at: float, share_done: float) -> L
         eta_s=round(max(etas), 2) if etas else None,
         backlog_audio_s={s["stage"][4:]: s["audio_s"] for s in asr if s["audio_s"] is not None},
         router_behind=sum(router) if router else None,
+        members={s["stage"][4:]: s.get("members") for s in asr},
+        rates={s["stage"][4:]: s["rate"] for s in asr},
     )
 
 
