@@ -28,9 +28,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def get(port: int, path: str) -> tuple[int, str]:
+def get(port: int, path: str, timeout_s: float = 5.0) -> tuple[int, str]:
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=timeout_s) as resp:
             return resp.status, resp.read().decode()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode()
@@ -43,7 +43,9 @@ def readiness_codes(port: int, timeout_s: float) -> list[int]:
     codes: list[int] = []
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and (not codes or codes[-1] != 200):
-        codes.append(get(port, "/readyz")[0])
+        # a long timeout: a worker loading its model on a loaded machine can take seconds to answer its
+        # 503, and a timed-out request read as "not listening" (CI: 0s, then 200, no 503 seen)
+        codes.append(get(port, "/readyz", timeout_s=30.0)[0])
         time.sleep(0.1)
     return codes
 
