@@ -159,15 +159,18 @@ def test_summary_sums_partitions_and_uses_measured_rates() -> None:
     assert summary.verdict.status == "on track" and summary.verdict.eta_s == pytest.approx(40.0)
 
 
+def _lanes_row(consumed: dict[int, float], stage: str = "asr-short"):  # noqa: ANN202
+    """Partition 0 of group g with each lane's audio consumed before the committed offset."""
+    ahead = {lane: Stamp(c + 1, 1, 1.0, lane) for lane, c in consumed.items()}
+    return partition_backlog(stage, "g", PartitionPosition("b", 0, 0, 0, 10), ahead,
+                             {lane: Stamp(5000, 50, 1, lane) for lane in consumed})
+
+
 def test_the_rate_sums_the_lanes_sampled_now_and_a_lane_gone_idle_stops_counting() -> None:
     tracker = RateTracker(min_span_s=1)
     t0 = datetime(2026, 11, 30, 23, 0, tzinfo=UTC)
 
-    def row(consumed: dict[int, float]):  # noqa: ANN202
-        ahead = {lane: Stamp(c + 1, 1, 1.0, lane) for lane, c in consumed.items()}
-        return partition_backlog("asr-short", "g", PartitionPosition("b", 0, 0, 0, 10), ahead,
-                                 {lane: Stamp(5000, 50, 1, lane) for lane in consumed})
-
+    row = _lanes_row
     record_samples(tracker, [row({0: 0.0, 1: 0.0})], 0.0)
     record_samples(tracker, [row({0: 100.0, 1: 50.0})], 10.0)
     assert summarize([row({0: 100.0, 1: 50.0})], tracker, t0, None)[0].rate == pytest.approx(15.0)
@@ -185,9 +188,7 @@ def test_a_lane_that_waited_its_turn_is_measured_over_the_group_s_time_not_its_o
     t0 = datetime(2026, 11, 30, 23, 0, tzinfo=UTC)
 
     def row(consumed: dict[int, float]):  # noqa: ANN202
-        ahead = {lane: Stamp(c + 1, 1, 1.0, lane) for lane, c in consumed.items()}
-        return partition_backlog("asr-long", "g", PartitionPosition("b", 0, 0, 0, 10), ahead,
-                                 {lane: Stamp(5000, 50, 1, lane) for lane in consumed})
+        return _lanes_row(consumed, "asr-long")
 
     for t in range(0, 70, 10):
         record_samples(tracker, [row({0: 5.0 * t, 1: 100.0 if t == 60 else 0.0})], float(t))
@@ -204,8 +205,7 @@ def test_after_a_worker_is_added_the_rate_is_measured_from_the_change() -> None:
     t0 = datetime(2026, 11, 30, 23, 0, tzinfo=UTC)
 
     def row(consumed: float):  # noqa: ANN202
-        return partition_backlog("asr-long", "g", PartitionPosition("b", 0, 0, 0, 10), {0: Stamp(consumed + 1, 1, 1.0, 0)},
-                                 {0: Stamp(100000, 50, 1, 0)})
+        return _lanes_row({0: consumed}, "asr-long")
 
     def consumed(t: float) -> float:
         return 10.0 * t if t <= 100 else 1000.0 + 20.0 * max(0.0, t - 120)
