@@ -93,7 +93,11 @@ def test_health_endpoints_and_lag_through_a_real_run(settings: Settings, unique:
         procs.append(spawn(settings, tmp_path / "worker.log", "worker", "--bucket", "short", "--device", "cpu",
                            "--instance-id", f"w-{unique}", asr_threads="1", metrics_port=str(worker_port)))
         codes = readiness_codes(worker_port, 240)
-        assert codes[-1] == 200 and 503 in codes, codes
+        # The worker serves /readyz once its model is loaded, and a static member joins its group
+        # within moments: its 503 is a race to see (two CI runs saw 0s, then 200). Not ready before
+        # assignment is the unit test's (test_ops_backlog); here, ready means partitions are assigned.
+        assert codes[-1] == 200, codes
+        assert json.loads(get(worker_port, "/readyz")[1])["assigned_partitions"] >= 1
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
             done = lag_json(settings, unique)
