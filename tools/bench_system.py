@@ -95,6 +95,7 @@ def run_callqa(name: str, wavs: list[bytes], device: str) -> tuple[list[dict], d
         "discount_s": discount_s,
         "padding_efficiency": stats.padding_efficiency,
         "redecoded_windows": stats.redecoded_windows,
+        "rewound_windows": stats.rewound_windows,
         "vad_s": sum(r.timings.get("vad_s", 0.0) for r in results),
     }
 

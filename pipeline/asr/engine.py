@@ -316,13 +316,21 @@ class Engine:
                     out[origin].append(_Decoded(w, result, spans[: cover.kept], lost))
                     continue
                 heard = w.heard or result.heard  # what is left of a window is decoded in its language
-                looped = cover.kept == 0 and cover.resume_s is not None and cover.resume_s < MIN_PROGRESS_S
+                # read again from an earlier turn with audio ahead: its times ran ahead of the audio,
+                # so its spans may sit on turns it never transcribed; none is kept
+                rewound = cover.rewound and len(w.packed.pieces) > 1
+                kept = 0 if rewound else cover.kept
+                looped = kept == 0 and cover.resume_s is not None and cover.resume_s < MIN_PROGRESS_S
                 last_try = looped and len(w.packed.pieces) == 1 and w.temperature >= FALLBACK_TEMPERATURES[-1]
-                out[origin].append(_Decoded(w, result, spans[: cover.kept], ((0, "loop"),) if last_try else ()))
-                # speech the decode stepped over (another voice in a mono mix), alone this time
-                again = [w.packed.only(cover.skipped, self.opts.join_gap_s)] if cover.skipped else []
-                self.stats.skipped_pieces += len(cover.skipped)
-                if cover.resume_s is None:
+                out[origin].append(_Decoded(w, result, spans[:kept], ((0, "loop"),) if last_try else ()))
+                again: list[PackedWindow] = []
+                if rewound:  # shorter context, one piece at a time
+                    again = w.packed.unpacked()
+                    self.stats.rewound_windows += 1
+                elif cover.skipped:  # speech the decode stepped over (another voice in a mono mix), alone
+                    again = [w.packed.only(cover.skipped, self.opts.join_gap_s)]
+                    self.stats.skipped_pieces += len(cover.skipped)
+                if rewound or cover.resume_s is None:
                     pass
                 elif cover.resume_s >= MIN_PROGRESS_S:
                     rest = w.packed.after(cover.resume_s)

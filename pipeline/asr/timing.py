@@ -83,11 +83,15 @@ class Coverage:
     resume_s: where to decode the window again from (None: nothing left to do).
     skipped: pieces before the resume point (or in the whole window) that no kept span covers:
         speech the decode stepped over, to be decoded again on its own.
+    rewound: the decode read a stretch of its window again (:func:`_reads_back`) with audio still
+        ahead: the model's clock ran ahead of the audio, so the kept spans' times (and which
+        pieces they cover) cannot be trusted either.
     """
 
     kept: int
     resume_s: float | None
     skipped: tuple[int, ...] = ()
+    rewound: bool = False
 
 
 def coverage(spans: list[tuple[TimedSpan, str]], window: PackedWindow, complete: bool,
@@ -104,7 +108,8 @@ def coverage(spans: list[tuple[TimedSpan, str]], window: PackedWindow, complete:
     for kept, (span, text) in enumerate(spans):
         cut = not span.closed and not complete
         if cut or _loops(span, text, earlier, max_compression):
-            return Coverage(kept, good_end, skipped_pieces(spans[:kept], window, good_end))
+            rewound = _reads_back(spans[kept:], earlier) and _audio_s(window, span.start_s, window.duration_s) > min_rest_s
+            return Coverage(kept, good_end, skipped_pieces(spans[:kept], window, good_end), rewound)
         good_end = span.end_s
         earlier.append(text.strip())
     if not complete:
@@ -140,6 +145,23 @@ def _loops(span: TimedSpan, text: str, earlier: list[str], max_compression: floa
         return True
     n = len(span.tokens)
     return n >= MIN_RATE_TOKENS and n > MAX_TOKENS_PER_S * (span.end_s - span.start_s)
+
+
+def _reads_back(spans: list[tuple[TimedSpan, str]], earlier: list[str]) -> bool:
+    """The first two spans (each of some duration) hold two earlier kept texts again, in their
+    order, neither of them the last: the model went back over a stretch of its window. One
+    sentence said again is not enough (calls repeat themselves), nor is a rushed span at the
+    window's end (:func:`_loops` ends those)."""
+    if len(spans) < 2:
+        return False
+    at = []
+    for span, text in spans[:2]:
+        stripped = text.strip()
+        found = [i for i, e in enumerate(earlier[:-1]) if len(e) >= MIN_REPEAT_CHARS and e in stripped]
+        if span.end_s - span.start_s < MIN_PART_S or not found:
+            return False
+        at.append(found[0])
+    return at[0] < at[1]
 
 
 def _units(text: str) -> tuple[list[str], str]:

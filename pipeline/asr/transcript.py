@@ -125,6 +125,7 @@ class EngineStats:
         self.n_batches = 0
         self.redecoded_windows = 0  # windows (or their rests) decoded again after a loop or cut-off
         self.skipped_pieces = 0  # speech pieces a decode stepped over, decoded again on their own
+        self.rewound_windows = 0  # windows read again from an earlier turn, then decoded piece by piece
         self.undecoded_pieces = 0  # ... still stepped over at the last pass: speech with no text
         self.no_speech_windows = 0  # windows dropped by the no-speech rule
         self.audio_s = self.speech_s = self.computed_s = 0.0

@@ -132,7 +132,7 @@ def test_decoding_resumes_after_a_loop_a_cut_or_an_early_end():
     # the window read again from the top at its end: an earlier span's text once more, or text
     # written into almost no audio, ends the good part
     restart = spans_of((0, 4, "hello there, how are you", True), (4, 9, "fine thanks", True),
-                       (9, 15, "hello there, how are you today", True))
+                       (19.5, 20.3, "hello there, how are you today", True))
     assert coverage(restart, window, False, 2.4, 1.0) == Coverage(2, 9.0)
     rushed = [(TimedSpan(0, 4, (1,) * 10), "hello there"), (TimedSpan(4, 4.1, (1,) * 12), "a whole new sentence here")]
     assert coverage(rushed, window, True, 2.4, 1.0) == Coverage(1, 4.0)
@@ -177,3 +177,29 @@ def test_speech_a_decode_steps_over_is_found_and_laid_out_alone():
     # pieces after the resume point are decoded again with the rest, not twice
     early = coverage(spans_of((0, 4, "first turn", True)), window, True, 2.4, 1.0)
     assert early.resume_s == 4.0 and early.skipped == ()
+
+
+def test_a_decode_that_reads_its_window_again_with_audio_ahead_is_not_trusted():
+    # a customer's five turns in one window: the model wrote turns 3 to 5 from time 0 (its clock
+    # ahead of the audio: turns 1 and 2 got no text, yet look covered), then read turns 3 and 4
+    # again with 15 s of audio still ahead
+    [window] = pack_regions(regions((0, 3), (4, 7), (8, 11), (12, 16), (17, 27)), gap_s=0.3)
+    said = spans_of((0, 2, "I am free after two on weekdays.", True),
+                    (2, 6, "You can call me back on six one.", True),
+                    (6, 8, "Hello, I want to know what happened.", True))
+    again = spans_of((8, 10, "I am free after two on weekdays.", True), (10, 13, "You can call me back on six one.", True))
+    cover = coverage(said + again, window, False, 2.4, 1.0)
+    assert cover.rewound and cover.kept == 3
+    # one sentence said again (calls repeat themselves) is a plain loop at most ...
+    assert not coverage(said + again[:1], window, False, 2.4, 1.0).rewound
+    assert not coverage(said + again[:1] + spans_of((10, 13, "and something new", True)),
+                        window, False, 2.4, 1.0).rewound
+    # ... as is the last span said once more, a stretch read again at the window's very end, or
+    # all of it again in a rushed span there
+    stutter = spans_of((8, 10, "Hello, I want to know what happened.", True), (10, 13, "You can call me back.", True))
+    assert not coverage(said + stutter, window, False, 2.4, 1.0).rewound
+    late = spans_of((23.3, 23.8, "I am free after two on weekdays.", True), (23.8, 24.2, "You can call me back on six one.", True))
+    assert not coverage(said + late, window, False, 2.4, 1.0).rewound
+    rushed = spans_of((8, 10, "I am free after two on weekdays.", True),
+                      (10, 10.05, "You can call me back on six one. Hello, I want to know what happened.", True))
+    assert not coverage(said + rushed, window, False, 2.4, 1.0).rewound
