@@ -171,6 +171,9 @@ class _Window:
     stream: np.ndarray = field(repr=False)  # the channel's 16 kHz samples
     temperature: float = 0.0  # a fallback decode's (0: greedy)
     heard: Heard | None = None  # the language its whole window was decoded in (a later pass's part of it)
+    # the rest of a window whose decode looped or was cut off: it starts where the model was still
+    # reading speech, mid-turn, where the no-speech figure reads high (see Engine._decode)
+    mid_turn: bool = False
 
     @property
     def duration_s(self) -> float:
@@ -293,7 +296,10 @@ class Engine:
             later = []
             for w, origin in todo:
                 result = results[id(w)]
-                if not self._keep(result):  # no speech after all
+                # a rest cut mid-turn is not judged by the no-speech rule: its window was heard as
+                # speech, and a turn's second half opens with no speech onset (benchI check call 5:
+                # "on the next 50 months. Your plan costs ..." read 0.80 no-speech, dropped whole)
+                if not w.mid_turn and not self._keep(result):  # no speech after all
                     if n_pass < self.opts.max_passes - 1 and len(w.packed.pieces) > 1:
                         # the VAD heard speech in each piece: one noisy or quiet piece must not
                         # take a window's other turns with it, so each is judged alone (in the
@@ -334,7 +340,12 @@ class Engine:
                     pass
                 elif cover.resume_s >= MIN_PROGRESS_S:
                     rest = w.packed.after(cover.resume_s)
-                    again += [rest] if rest is not None else []
+                    if rest is not None:
+                        # a sliver (under min_resume_s) is judged as any window
+                        mid_turn = cover.mid_turn and rest.duration_s > self.opts.min_resume_s
+                        later.append((_Window(w.call, w.channel, rest, w.stream, heard=heard, mid_turn=mid_turn),
+                                      origin))
+                        self.stats.redecoded_windows += 1
                 elif len(w.packed.pieces) > 1:  # nothing usable from the start: shorter context, one piece at a time
                     again = w.packed.unpacked()
                 elif not last_try:  # one piece that loops from its start: again, warmer (Whisper's fallback)

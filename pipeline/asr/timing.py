@@ -92,6 +92,7 @@ class Coverage:
     resume_s: float | None
     skipped: tuple[int, ...] = ()
     rewound: bool = False
+    mid_turn: bool = False  # it stopped while still reading speech (a loop or a cut-off), not at an early end
 
 
 def coverage(spans: list[tuple[TimedSpan, str]], window: PackedWindow, complete: bool,
@@ -109,11 +110,11 @@ def coverage(spans: list[tuple[TimedSpan, str]], window: PackedWindow, complete:
         cut = not span.closed and not complete
         if cut or _loops(span, text, earlier, max_compression):
             rewound = _reads_back(spans[kept:], earlier) and _audio_s(window, span.start_s, window.duration_s) > min_rest_s
-            return Coverage(kept, good_end, skipped_pieces(spans[:kept], window, good_end), rewound)
+            return Coverage(kept, good_end, skipped_pieces(spans[:kept], window, good_end), rewound, True)
         good_end = span.end_s
         earlier.append(text.strip())
     if not complete:
-        return Coverage(len(spans), good_end, skipped_pieces(spans, window, good_end))
+        return Coverage(len(spans), good_end, skipped_pieces(spans, window, good_end), mid_turn=True)
     rest = _audio_s(window, good_end, window.duration_s)
     resume = good_end if rest > min_rest_s else None
     return Coverage(len(spans), resume, skipped_pieces(spans, window, window.duration_s if resume is None else good_end))

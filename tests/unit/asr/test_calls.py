@@ -84,6 +84,29 @@ def test_a_window_judged_no_speech_is_judged_again_turn_by_turn():
         assert channel == ch and start <= a + 0.1 and end >= b - 0.1, (heard, spans)
 
 
+def test_the_rest_of_a_window_cut_mid_turn_is_not_dropped_by_the_no_speech_rule():
+    """The rest of a window after its decode looped starts mid-turn, where the no-speech figure
+    reads high (a quiet agent's last 7 s, "on the next 50 months. Your plan costs ...", read 0.80
+    and were dropped whole): its window was heard as speech, so it is transcribed; any other
+    window is still judged by the rule."""
+    from collections import defaultdict
+
+    from pipeline.asr import Engine
+    from pipeline.asr.engine import _Window
+    from pipeline.asr.packing import pack_regions
+    from pipeline.asr.presets import for_tests
+
+    harsh = Engine.load(for_tests(no_speech_threshold=-1.0, logprob_threshold=1e9))  # every window: no speech
+    speech = speak("I have noted the card ending, I will block it now.", 16_000)
+    [packed] = pack_regions([(0, speech.size)], max_window_s=30)
+    for mid_turn, kept in ((True, True), (False, False)):
+        window = _Window(0, 0, packed, speech, mid_turn=mid_turn)
+        [decoded] = harsh._decode([window], [defaultdict(float)])[id(window)]
+        assert bool(decoded.spans) == kept and (decoded.dropped == ((0, "no_speech"),)) != kept
+        if kept:
+            assert "block" in " ".join(text for _, text in decoded.spans).lower()
+
+
 def test_a_window_whose_decode_ran_ahead_of_its_audio_is_decoded_turn_by_turn(engine, monkeypatch):
     """A packed window whose decode went back to an earlier turn with audio still ahead wrote
     later turns' text on earlier turns' times (a slow voice on a GSM line: two turns lost, yet

@@ -118,24 +118,24 @@ def test_decoding_resumes_after_a_loop_a_cut_or_an_early_end():
     done = spans_of((0, 10, "hello there", True), (10.3, 19.8, "how are you", True))
     assert coverage(done, window, True, 2.4, 1.0) == Coverage(2, None)
     looped = good + spans_of((8, 9, "how are you", True), (9, 10, "how are you", True))
-    assert coverage(looped, window, True, 2.4, 1.0) == Coverage(2, 8.0)
+    assert coverage(looped, window, True, 2.4, 1.0) == Coverage(2, 8.0, mid_turn=True)  # stopped reading speech
     cut = good + spans_of((8, 20.3, "and then", False))
-    assert coverage(cut, window, False, 2.4, 1.0) == Coverage(2, 8.0)
-    assert coverage(spans_of((0, 5, "la " * 40, True)), window, True, 2.4, 1.0) == Coverage(0, 0.0)
+    assert coverage(cut, window, False, 2.4, 1.0) == Coverage(2, 8.0, mid_turn=True)
+    assert coverage(spans_of((0, 5, "la " * 40, True)), window, True, 2.4, 1.0) == Coverage(0, 0.0, mid_turn=True)
     # the model's own end-of-text after an open span: the span runs to the window's end
     assert coverage(good + spans_of((8, 20.3, "and then", False)), window, True, 2.4, 1.0) == Coverage(
         3, None)
     # a loop that starts at the window's very end (an open span of no duration) is not kept
     full = good + spans_of((8, 20.3, "and then", True))
     at_end = full + spans_of((20.3, 20.3, "音的通话将会被录音" * 12, False))
-    assert coverage(at_end, window, False, 2.4, 1.0) == Coverage(3, 20.3)
+    assert coverage(at_end, window, False, 2.4, 1.0) == Coverage(3, 20.3, mid_turn=True)
     # the window read again from the top at its end: an earlier span's text once more, or text
     # written into almost no audio, ends the good part
     restart = spans_of((0, 4, "hello there, how are you", True), (4, 9, "fine thanks", True),
                        (19.5, 20.3, "hello there, how are you today", True))
-    assert coverage(restart, window, False, 2.4, 1.0) == Coverage(2, 9.0)
+    assert coverage(restart, window, False, 2.4, 1.0) == Coverage(2, 9.0, mid_turn=True)
     rushed = [(TimedSpan(0, 4, (1,) * 10), "hello there"), (TimedSpan(4, 4.1, (1,) * 12), "a whole new sentence here")]
-    assert coverage(rushed, window, True, 2.4, 1.0) == Coverage(1, 4.0)
+    assert coverage(rushed, window, True, 2.4, 1.0) == Coverage(1, 4.0, mid_turn=True)
     # a short reply said twice in a window is speech, not a loop
     twice = spans_of((0, 1, "Okay.", True), (1, 3, "I see what you mean", True), (3, 4, "Okay.", True))
     assert coverage(twice, window, True, 2.4, 1.0).kept == 3
