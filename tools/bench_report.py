@@ -2,7 +2,8 @@
 
 The unit is one party of one call: its reference turns, its reference text (stereo: its own
 channel; mono: the call's whole text, counted under the first party), the output segments that
-may cover it (stereo: its channel's; mono: every segment) and the call's conditions as tags.
+may cover it (stereo: its channel's; mono: every segment), and so its turns' coverage and lost
+turns (tools/bench_score.py), and the call's conditions as tags.
 Call-level tags (language, layout, codec, band, noise, hold music) pool whole calls; party-level
 tags (level: quiet or not; tempo: the party's own) pool parties, and their WER/CER is from stereo
 calls only (a mono call's text cannot be split by party).
@@ -10,12 +11,13 @@ calls only (a mono call's text cannot be split by party).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import defaultdict
 from dataclasses import dataclass
 
 from tools.bench_corpus import Call
-from tools.bench_score import Coverage, error_rate, speech_coverage
+from tools.bench_score import Coverage, error_rate, lost_turns, speech_coverage
 
 CALL_TAGS = ("language", "layout", "codec", "band", "noise", "hold")
 PARTY_TAGS = ("level", "tempo")
@@ -58,8 +60,18 @@ def units(calls: list[Call], outputs: list[dict]) -> list[Unit]:
             ref = " ".join(call.refs[party]) if not call.mono or party == 0 else ""
             hyp = " ".join(s[3] for s in mine) if ref else ""
             cov = speech_coverage(call.turns[party], [(s[1], s[2]) for s in mine])
+            lost = lost_turns(call.language, turn_texts(call, party), [((s[1], s[2]), s[3]) for s in mine])
+            cov = dataclasses.replace(cov, lost_turns=lost)
             out.append(Unit(i, party, call.language, call.mono, ref, hyp, cov, tags(call, party)))
     return out
+
+
+def turn_texts(call: Call, party: int) -> list[tuple[tuple[float, float], str]]:
+    """A party's turns with their reference texts (a mono call keeps every text on channel 0, in call order)."""
+    if not call.mono:
+        return list(zip(call.turns[party], call.refs[party], strict=True))
+    timed = sorted((span, p) for p in (0, 1) for span in call.turns[p])
+    return [(span, text) for (span, p), text in zip(timed, call.refs[0], strict=True) if p == party]
 
 
 def figures(us: list[Unit], stereo_text_only: bool = False) -> dict[str, float]:
@@ -69,6 +81,7 @@ def figures(us: list[Unit], stereo_text_only: bool = False) -> dict[str, float]:
         "calls": len({u.call for u in us}),
         "coverage": cov.share,
         "empty_turns": cov.empty_turns,
+        "lost_turns": cov.lost_turns,
         "turns": cov.turns,
     }
     for lang, key in (("en", "wer_en"), ("zh", "cer_zh")):
@@ -107,7 +120,7 @@ def print_summary(part: str, audio_s: float, reports: list[dict]) -> None:
                     f"{r['cpu_s'] / base['cpu_s']:.2f}x by CPU time"
                 )
     print(
-        f"{'system':<16}{'wall s':>8}{'cpu s':>8}{'ratio':>7}{'WER en':>8}{'CER zh':>8}{'coverage':>10}{'empty turns':>13}"
+        f"{'system':<16}{'wall s':>8}{'cpu s':>8}{'ratio':>7}{'WER en':>8}{'CER zh':>8}{'coverage':>10}{'empty turns':>13}{'lost':>6}"
     )
     for r in reports:
         f = r["overall"]
@@ -115,12 +128,13 @@ def print_summary(part: str, audio_s: float, reports: list[dict]) -> None:
         print(
             f"{r['system']:<16}{r['wall_s']:>8.1f}{r['cpu_s']:>8.1f}{ratio}{_pct(f['wer_en']):>8}"
             f"{_pct(f['cer_zh']):>8}{_pct(f['coverage']):>10}{f['empty_turns']:>7}/{f['turns']:<5}"
+            f"{f['lost_turns']:>6}"
         )
 
 
 def print_conditions(part: str, reports: list[dict]) -> None:
     print(f"\n-- {part} part, per condition (party-level tags: WER/CER from stereo calls only)")
-    print(f"{'condition':<28}{'system':<16}{'calls':>6}{'WER en':>8}{'CER zh':>8}{'coverage':>10}{'empty':>7}")
+    print(f"{'condition':<28}{'system':<16}{'calls':>6}{'WER en':>8}{'CER zh':>8}{'coverage':>10}{'empty':>7}{'lost':>7}")
     first = reports[0]["conditions"]
     for tag, values in first.items():
         for value in values:
@@ -129,4 +143,5 @@ def print_conditions(part: str, reports: list[dict]) -> None:
                 print(
                     f"{tag + '=' + value:<28}{r['system']:<16}{f['calls']:>6}{_pct(f['wer_en']):>8}"
                     f"{_pct(f['cer_zh']):>8}{_pct(f['coverage']):>10}{f['empty_turns']:>4}/{f['turns']:<3}"
+                    f"{f['lost_turns']:>7}"
                 )

@@ -3,7 +3,9 @@
 Speech coverage is the share of reference speech time that lies inside some output segment,
 with the count of reference turns that no output segment overlaps at all. Per party on stereo
 calls (that party's channel), and on mono calls against every segment (nothing says which
-party a mono segment belongs to).
+party a mono segment belongs to). Time alone misses a turn whose time a segment spans with other
+turns' words (a decode whose clock ran ahead of its audio), so a turn is also counted *lost*
+when the segments overlapping it hold under a fifth of its words (:func:`lost_turns`).
 
 English is scored after the same normalisation for every system: lower case, no punctuation,
 digit words as digits, and a run of digits as one token ("7 4 2 9", "seven four two nine" and
@@ -18,7 +20,8 @@ Pure: no audio, no models.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import jiwer
@@ -27,6 +30,7 @@ from pipeline.asr.text import normalize_en, normalize_zh
 from pipeline.numbers.normalize import normalize
 
 Span = tuple[float, float]
+MIN_TURN_RECALL = 0.2
 
 _DIGIT_WORDS = {
     w: str(i) for i, w in enumerate(("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"))
@@ -44,6 +48,7 @@ class Coverage:
     covered_s: float = 0.0
     turns: int = 0
     empty_turns: int = 0
+    lost_turns: int = 0  # turns whose overlapping output holds under MIN_TURN_RECALL of their words
 
     @property
     def share(self) -> float:
@@ -55,6 +60,7 @@ class Coverage:
             self.covered_s + other.covered_s,
             self.turns + other.turns,
             self.empty_turns + other.empty_turns,
+            self.lost_turns + other.lost_turns,
         )
 
 
@@ -80,6 +86,27 @@ def speech_coverage(reference: Sequence[Span], output: Sequence[Span]) -> Covera
         covered_s += overlap
         empty += overlap <= 0.0
     return Coverage(speech_s, covered_s, len(reference), empty)
+
+
+def lost_turns(language: str, turns: Sequence[tuple[Span, str]], output: Sequence[tuple[Span, str]]) -> int:
+    """Reference turns (time span, text) for which the output segments overlapping them in time
+    hold under MIN_TURN_RECALL of the turn's scored words (Mandarin: characters), counted as a
+    bag: a turn with no overlapping segment, or one spanned by other turns' text, is lost; a turn
+    read badly but read is not."""
+    units = _score_units(language)
+    lost = 0
+    for (start, end), text in turns:
+        ref = Counter(units(text))
+        heard = Counter(u for (s, e), t in output if min(end, e) > max(start, s) for u in units(t))
+        found = sum(min(n, heard[u]) for u, n in ref.items())
+        lost += bool(ref) and found < MIN_TURN_RECALL * sum(ref.values())
+    return lost
+
+
+def _score_units(language: str) -> Callable[[str], list[str]]:
+    if language == "zh":
+        return lambda text: list(score_text_zh(text))
+    return lambda text: score_text_en(text).split()
 
 
 def score_text_en(text: str) -> str:

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from tools.bench_score import Coverage, error_rate, score_text_en, score_text_zh, speech_coverage
+from tools.bench_score import Coverage, error_rate, lost_turns, score_text_en, score_text_zh, speech_coverage
 
 
 def test_coverage_is_the_share_of_reference_time_inside_output_segments():
@@ -56,3 +56,18 @@ def test_error_rates_pool_channels_and_skip_empty_references():
     assert error_rate("en", ["a b c d", ""], ["a b c x", "noise"]) == pytest.approx(0.25)
     assert error_rate("zh", ["你好", "再见"], ["你好", ""]) == pytest.approx(0.5)
     assert math.isnan(error_rate("en", [""], ["x"]))
+
+
+def test_a_turn_whose_time_is_spanned_by_other_turns_words_is_lost():
+    turns = [((0.0, 3.0), "Great, that sorts it out, goodbye."), ((4.0, 7.0), "I am free after two on weekdays.")]
+    # the second turn's words written from time 0 over both: the first turn is covered yet lost
+    ran_ahead = [((0.0, 7.0), "I am free after 2 on weekdays.")]
+    assert lost_turns("en", turns, ran_ahead) == 1
+    # a turn read badly is read: one word in five is enough; no output at all is lost too
+    assert lost_turns("en", turns, [((0.0, 3.0), "straight and I thought it out, done by."),
+                                    ((4.0, 7.0), "I am three after two on weekends.")]) == 0
+    assert lost_turns("en", turns, []) == 2
+    # Mandarin by characters, numbers as one character either way
+    zh = [((0.0, 3.0), "您的套餐每个月包含三十个G的流量")]
+    assert lost_turns("zh", zh, [((0.5, 2.5), "您的套餐每个月包含30个G流量")]) == 0
+    assert lost_turns("zh", zh, [((0.5, 2.5), "请稍等我帮您转接")]) == 1
