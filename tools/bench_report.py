@@ -134,7 +134,9 @@ def print_summary(part: str, audio_s: float, reports: list[dict]) -> None:
 
 def print_conditions(part: str, reports: list[dict]) -> None:
     print(f"\n-- {part} part, per condition (party-level tags: WER/CER from stereo calls only)")
-    print(f"{'condition':<28}{'system':<16}{'calls':>6}{'WER en':>8}{'CER zh':>8}{'coverage':>10}{'empty':>7}{'lost':>7}")
+    print(
+        f"{'condition':<28}{'system':<16}{'calls':>6}{'WER en':>8}{'CER zh':>8}{'coverage':>10}{'empty':>7}{'lost':>7}"
+    )
     first = reports[0]["conditions"]
     for tag, values in first.items():
         for value in values:

@@ -64,8 +64,8 @@ def test_a_turn_whose_time_is_spanned_by_other_turns_words_is_lost():
     ran_ahead = [((0.0, 7.0), "I am free after 2 on weekdays.")]
     assert lost_turns("en", turns, ran_ahead) == 1
     # a turn read badly is read: one word in five is enough; no output at all is lost too
-    assert lost_turns("en", turns, [((0.0, 3.0), "straight and I thought it out, done by."),
-                                    ((4.0, 7.0), "I am three after two on weekends.")]) == 0
+    badly = [((0.0, 3.0), "straight and I thought it out, done by."), ((4.0, 7.0), "I am three after two on weekends.")]
+    assert lost_turns("en", turns, badly) == 0
     assert lost_turns("en", turns, []) == 2
     # Mandarin by characters, numbers as one character either way
     zh = [((0.0, 3.0), "您的套餐每个月包含三十个G的流量")]
