@@ -58,6 +58,18 @@ def corpus(folder: Path, part: str, minutes: float, seed: int) -> list[Call]:
     return calls
 
 
+def library_versions(peer_path: Path) -> dict[str, str]:
+    """Installed versions of what the systems run on (from ``peer_path`` first, as the peer's processes see it)."""
+    from importlib.metadata import distributions
+
+    out = {}
+    for name in ("torch", "faster-whisper", "ctranslate2", "onnxruntime"):
+        where = [str(peer_path)] if peer_path.is_dir() else []
+        found = next(iter(distributions(name=name, path=where)), None) or next(iter(distributions(name=name)), None)
+        out[name] = found.version if found else "absent"
+    return out
+
+
 def run_system(system: str, folder: Path, args: argparse.Namespace) -> dict:
     """One system over the saved corpus in a process of its own; wall and CPU time of that process."""
     env = dict(os.environ)
@@ -134,6 +146,10 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="write the JSON report here")
     args = parser.parse_args()
     parts = ("dev", "check") if args.part == "both" else (args.part,)
+    versions = library_versions(args.peer_path.expanduser())
+    # the peer's speed and accuracy move with its runtime (ctranslate2 4.8.5 / onnxruntime 1.32 read
+    # benchF dev 31.1 % WER in 24.7 s where an earlier install read 35.2 % in 36.4 s): say which ran
+    print("versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()), flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         root = args.corpus or Path(tmp)
         report = {part: bench_part(part, root / part, args) for part in parts}
@@ -146,6 +162,7 @@ def main() -> None:
             "seed": args.seed,
             "minutes": args.minutes,
             "cores": os.cpu_count(),
+            "versions": versions,
         }
         args.out.write_text(json.dumps({"environment": env, **report}, indent=1, ensure_ascii=False))
 

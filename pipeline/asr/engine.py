@@ -350,7 +350,7 @@ class Engine:
                     again = w.packed.unpacked()
                 elif not last_try:  # one piece that loops from its start: again, warmer (Whisper's fallback)
                     hotter = min(t for t in FALLBACK_TEMPERATURES if t > w.temperature)
-                    later.append((_Window(w.call, w.channel, w.packed, w.stream, hotter, heard), origin))
+                    later.append((_Window(w.call, w.channel, w.packed, w.stream, hotter, heard, w.mid_turn), origin))
                     self.stats.redecoded_windows += 1
                 elif not again:  # nothing of it kept: said in the transcript, not dropped quietly
                     self.stats.undecoded_pieces += 1
