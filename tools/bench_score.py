@@ -5,7 +5,9 @@ with the count of reference turns that no output segment overlaps at all. Per pa
 calls (that party's channel), and on mono calls against every segment (nothing says which
 party a mono segment belongs to). Time alone misses a turn whose time a segment spans with other
 turns' words (a decode whose clock ran ahead of its audio), so a turn is also counted *lost*
-when the segments overlapping it hold under a fifth of its words (:func:`lost_turns`).
+when the segments overlapping it hold under a fifth of its words (:func:`lost_turns`): no text,
+other turns' text, or text too garbled to tell as its own ("Sure, it's in 32-5-3 bar room." for
+"Sure, it is 32 High Street, Durham." is one word in seven).
 
 English is scored after the same normalisation for every system: lower case, no punctuation,
 digit words as digits, and a run of digits as one token ("7 4 2 9", "seven four two nine" and
