@@ -17,11 +17,13 @@ interpreter start, imports and model load, like a user's run; CPU time is the ch
 Figures per system: wall s, CPU s, ratio (system wall / callqa wall), English WER and Mandarin
 CER (tools/bench_score.py's normalisation, the same for every system), speech coverage (share of
 reference speech time inside the party's output segments; on mono calls inside any segment) and
-reference turns with no output at all; then the same per condition (tools/bench_report.py).
+reference turns with no output at all, and lost turns (under a fifth of their words in the output
+overlapping them); then the same per condition (tools/bench_report.py).
 
 faster-whisper is the ``bench`` extra (pyproject.toml). Where it is not in the interpreter,
 ``--peer-path`` (default ~/.cache/callqa/bench-peer) is put on the peer processes' PYTHONPATH:
-``pip install --target ~/.cache/callqa/bench-peer faster-whisper==1.2.1``.
+``pip install --target ~/.cache/callqa/bench-peer faster-whisper==1.2.1 ctranslate2==4.8.5 onnxruntime==1.32.0``
+(the bench extra's pins: the peer's figures move with its runtime).
 
   python -m tools.bench_engine --part check --minutes 20 --seed 7         # score only
   python -m tools.bench_engine --part dev --minutes 8 --systems callqa,callqa-first-pass
