@@ -170,12 +170,11 @@ def test_the_rate_sums_the_lanes_sampled_now_and_a_lane_gone_idle_stops_counting
     tracker = RateTracker(min_span_s=1)
     t0 = datetime(2026, 11, 30, 23, 0, tzinfo=UTC)
 
-    row = _lanes_row
-    record_samples(tracker, [row({0: 0.0, 1: 0.0})], 0.0)
-    record_samples(tracker, [row({0: 100.0, 1: 50.0})], 10.0)
-    assert summarize([row({0: 100.0, 1: 50.0})], tracker, t0, None)[0].rate == pytest.approx(15.0)
+    record_samples(tracker, [_lanes_row({0: 0.0, 1: 0.0})], 0.0)
+    record_samples(tracker, [_lanes_row({0: 100.0, 1: 50.0})], 10.0)
+    assert summarize([_lanes_row({0: 100.0, 1: 50.0})], tracker, t0, None)[0].rate == pytest.approx(15.0)
     # Lane 1 has nothing left after the committed offset: only lane 0 is found, and counts.
-    now = row({0: 200.0})
+    now = _lanes_row({0: 200.0})
     record_samples(tracker, [now], 20.0)
     assert summarize([now], tracker, t0, None)[0].rate == pytest.approx(10.0)
 
