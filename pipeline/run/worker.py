@@ -5,7 +5,8 @@ One process per accelerator, in group ``asr-<bucket>``. The loop:
 1. gather RoutedCalls for at most ``window_ms`` or until the batch budget is full;
 2. fetch + decode their audio concurrently, while the engine computes the previous batch;
 3. transcribe the batch, then in one transaction produce every Transcript (and the
-   dead letters of calls that failed) and commit the batch's input offsets.
+   dead letters of calls that failed) and commit the batch's input offsets, while the engine
+   computes the next batch (a commit that rewinds discards that next batch: read again).
 
 While the engine computes, and while a fetch waits out a storage outage (retried up to
 ``storage_retry_deadline_s``, see :mod:`pipeline.stages.retry`), the consumer is paused and
@@ -25,7 +26,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -57,6 +58,7 @@ T = TypeVar("T")
 FETCH_BYTES_PER_PARTITION = 16384  # ~20 routed calls
 BOUND_CHECK_S = 2.0  # how often an idle bounded replay asks whether its group is done
 IDLE_REPORT_S = 10.0  # how often an idle member with partitions logs where they stand
+POLL_WAIT_S = 0.1  # the longest the loop goes without serving the consumer (rebalance callbacks) while it waits
 
 
 @dataclass(frozen=True)
@@ -120,6 +122,12 @@ def consumer_config(settings: Settings, opts: WorkerOptions) -> dict[str, Any]:
 class _InFlight:
     positions: list[Position]
     prepared: Prepared[Message]
+
+
+@dataclass(frozen=True)
+class _Computed:
+    batch: _InFlight
+    outcomes: AsrBatch[Message]
 
 
 class AsrWorker:
@@ -293,20 +301,30 @@ class AsrWorker:
     # -- the loop ---------------------------------------------------------------------------
 
     def run(self) -> None:
+        """Fetch the next batch while one computes, and commit a batch while the next computes:
+        the engine waits neither for storage nor for a transaction."""
         self._connect()
         log.info("worker_started", bucket=self.opts.bucket, member=self.opts.member_id, topic=self.input_topic)
         next_batch: Future[_InFlight] | None = None
+        done: _Computed | None = None  # computed, not yet committed
         try:
             while not self.stopping.is_set():
                 self.health.beat()
                 if next_batch is None:
-                    next_batch = self._prefetch()
+                    self._settle(done)  # nothing to compute beside the commit
+                    done, next_batch = None, self._prefetch()
                     if next_batch is None:
                         self._note_idle()
                         if self._bound_reached():
                             break
                         continue
                     self._idle_since = None
+                if done is not None and not next_batch.done():  # storage is slow: commit first
+                    kept, done = self._settle(done), None
+                    if not kept:
+                        next_batch.cancel()  # rewound: its calls will be delivered again
+                        next_batch = None
+                        continue
                 wait_start = time.perf_counter()
                 try:
                     batch = self._wait_polling(next_batch)  # a storage outage can take minutes
@@ -315,17 +333,23 @@ class AsrWorker:
                 self.metrics.storage_wait_s.inc(time.perf_counter() - wait_start)
                 self.health.batch_started(sum(r.call.duration_s for r in batch.prepared.ready), self.rtfx.value)
                 compute = self.compute.submit(self._transcribe, batch.prepared)
-                next_batch = None if self.stopping.is_set() or self._memory_high() else self._prefetch()
+                kept, done = self._settle(done), None
+                next_batch = None
+                if kept and not self.stopping.is_set() and not self._memory_high():
+                    next_batch = self._prefetch()
                 try:
                     outcomes = self._wait_polling(compute)
                 finally:
                     self.health.batch_done()
-                if not self._commit(batch, outcomes) and next_batch is not None:
-                    # Rewound to the committed offsets: the prefetched calls will be delivered again.
-                    next_batch.cancel()
-                    next_batch = None
+                if kept:  # else its records lie after the offsets the commit rewound to: read again
+                    done = _Computed(batch, outcomes)
+            self._settle(done)
         finally:
             self._close()
+
+    def _settle(self, done: _Computed | None) -> bool:
+        """Commit a computed batch, if any; False where the commit rewound instead."""
+        return done is None or self._commit(done.batch, done.outcomes)
 
     def _note_idle(self) -> None:
         """Every IDLE_REPORT_S without a record while partitions are assigned: where they stand
@@ -385,8 +409,11 @@ class AsrWorker:
             if not overdue_logged and self.health.batch_overdue():
                 overdue_logged = True  # /healthz fails from now on: the orchestrator restarts us
                 log.error("batch_overdue", **self.health.liveness().detail)
-            msg = self.consumer.poll(0.1)
+            # poll(0), then wait on the future: a blocking poll would hold a finished batch
+            # until its timeout (on average half of it, 50 ms a batch, measured in simulated nights)
+            msg = self.consumer.poll(0)
             if msg is None:
+                wait([compute], timeout=POLL_WAIT_S)
                 continue
             if not msg.error():
                 if self._keeps(msg) and not addressed_elsewhere(msg.headers(), self.group_id):

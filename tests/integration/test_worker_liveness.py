@@ -1,4 +1,4 @@
-"""A hung accelerator fails liveness (issue 27 item 5).
+"""A hung accelerator fails liveness (issue 27 item 5); a batch commits while the next computes.
 
 A real worker loop on the session's Kafka and MinIO, with an engine whose transcribe blocks as a
 wedged device does: the loop keeps polling (the group keeps its partitions), so only the batch
@@ -21,9 +21,11 @@ import pytest
 import soundfile as sf
 from confluent_kafka import Producer
 
+from pipeline.adapters.kafka_admin import apply_catalog
 from pipeline.adapters.minio_store import storage_client
 from pipeline.asr.audio import CallAudio
 from pipeline.asr.transcript import CallTranscript
+from pipeline.catalog import load_catalog
 from pipeline.config import Settings
 from pipeline.events import ObjectRef, RoutedCall, Transcript, decode, encode
 from pipeline.run.worker import AsrWorker, WorkerOptions
@@ -128,3 +130,57 @@ def test_a_batch_hung_past_its_deadline_fails_healthz_while_the_loop_still_polls
         loop.join(60)
         reader.close()
         server.shutdown()
+
+
+@dataclass
+class TimedEngine(FakeEngine):
+    """Takes ``compute_s`` per batch, as a device does, and records when each batch ran."""
+
+    compute_s: float = 1.0
+    spans: list[tuple[float, float]] = field(default_factory=list)
+
+    def transcribe_batch(self, calls: Sequence[CallAudio], /) -> list[CallTranscript]:
+        start = time.monotonic()
+        time.sleep(self.compute_s)
+        out = super().transcribe_batch(calls)
+        self.spans.append((start, time.monotonic()))
+        return out
+
+
+class CommitTimedWorker(AsrWorker):
+    """The worker, recording when each batch's transaction ran."""
+
+    commits: list[tuple[float, float]]
+
+    def _commit(self, batch, outcomes):  # type: ignore[no-untyped-def]
+        start = time.monotonic()
+        try:
+            return super()._commit(batch, outcomes)
+        finally:
+            self.commits.append((start, time.monotonic()))
+
+
+def test_a_batch_commits_while_the_next_one_computes(settings: Settings, unique: str) -> None:
+    """The engine never waits for a transaction: batch k+1 starts before batch k's commit ends."""
+    settings = settings.model_copy(update={"topic_prefix": f"t{unique}."})  # its own bucket topic and group
+    apply_catalog(settings, load_catalog(settings.bucket_names))
+    engine = TimedEngine(compute_s=1.0)
+    opts = WorkerOptions(bucket="short", instance_id=f"overlap-{unique}", max_calls=1)
+    worker = CommitTimedWorker(settings, opts, engine, StageHealth.from_settings("asr-short", settings))
+    worker.commits = []
+    ids = [f"overlap-{unique}-{i}" for i in range(4)]
+    reader = TopicReader(settings, ["asr.transcripts"])
+    loop = threading.Thread(target=worker.run, name="worker-loop", daemon=True)
+    try:
+        for call_id in ids:  # queued before the loop starts: one batch each, back to back
+            route_by_hand(settings, call_id)
+        loop.start()
+        msgs = reader.wait_for(len, len(ids), timeout_s=90)
+        assert sorted(decode(m.value(), Transcript).call_id for m in msgs) == ids  # each once
+    finally:
+        worker.stopping.set()
+        loop.join(60)
+        reader.close()
+    assert len(engine.spans) == len(ids) and len(worker.commits) == len(ids)
+    overlapped = sum(1 for (start, _), (_, done) in zip(engine.spans[1:], worker.commits) if start < done)
+    assert overlapped >= len(ids) - 2, (engine.spans, worker.commits)
