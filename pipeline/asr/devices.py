@@ -24,6 +24,13 @@ DtypeName = Literal["auto", "float32", "float16", "bfloat16"]
 OutputName = Literal["auto", "float32", "float16", "bfloat16", "int8"]
 
 
+def cpu_computes_bf16() -> bool:
+    """Whether this CPU has bf16 instructions (AVX512-BF16 or AMX). oneDNN also reports bf16 as
+    supported on plain AVX-512, by conversion: there a bf16 cross-attention decode step (16 rows over
+    1,500 frames) took 11.1 ms against 3.4 ms in fp32, and the engine ran 1.2x slower."""
+    return torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+
+
 def _npu_module():  # torch_npu registers the "npu" device type on import
     if importlib.util.find_spec("torch_npu") is None:
         return None
@@ -99,7 +106,7 @@ class Device:
         """bf16 for an fp32 model on a CPU that computes bf16 natively (AVX512-BF16/AMX), unless asked otherwise."""
         if requested != "auto":
             return getattr(torch, requested)
-        if self.kind == "cpu" and model_dtype == torch.float32 and torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        if self.kind == "cpu" and model_dtype == torch.float32 and cpu_computes_bf16():
             return torch.bfloat16
         return model_dtype
 
