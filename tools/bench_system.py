@@ -39,7 +39,8 @@ CONFIGS: dict[str, dict[str, object]] = {
     "callqa-bf16": {"dtype": "bfloat16"},
     "callqa-int8": {"dtype": "float32", "quantize": "int8"},
     "callqa-encoder-bf16": {"encoder_dtype": "bfloat16"},
-    "callqa-cross-bf16": {"cross_kv_dtype": "bfloat16"},  # the cache a CPU without bf16 instructions once got
+    "callqa-cross-bf16": {"cross_kv_dtype": "bfloat16"},
+    "callqa-decoder-float": {"decoder_linears": "float"},  # the cache a CPU without bf16 instructions once got
     "callqa-30s": {"buckets_s": FULL_CONTEXT_S},
     "callqa-3buckets": {"buckets_s": (10.0, 20.0, 30.0)},
     "callqa-gap0.5": {"join_gap_s": 0.5},

@@ -40,6 +40,7 @@ from pipeline.asr.decode import (
 from pipeline.asr.devices import Device, DtypeName, OutputName, resolve_device
 from pipeline.asr.errors import AsrError
 from pipeline.asr.features import SAMPLE_RATE, LogMel
+from pipeline.asr.int8 import int8_rows
 from pipeline.asr.memory import BucketShape, MemoryPool
 from pipeline.asr.model import TiedOutput, Whisper
 from pipeline.asr.number_pass import FALLBACK_TEMPERATURES, NumberPass
@@ -100,6 +101,10 @@ class EngineOptions:
     output_dtype: the decoder's vocabulary projection's candidates; "auto" is int8 on CPU (fbgemm's
         dynamic kernel), else as ``cross_kv_dtype``; the 32 likeliest tokens per step and every
         timestamp are computed again in the model's dtype (:class:`pipeline.asr.model.TiedOutput`).
+    decoder_linears: the decoder blocks' linear layers (not the cross-attention's keys/values,
+        computed once per window from the encoder output); "auto" is int8 with a scale per row
+        on a CPU with VNNI (:mod:`pipeline.asr.int8`; each row's result is its own, whatever its
+        batch-mates), else the model's dtype.
     initial_prompt: text the decoder sees as the previous window's (hotwords: product names,
         disclosure wording); it biases spelling and vocabulary. Cut to its last tokens so the
         prompt, the task tokens and ``max_new_tokens`` fit the text context.
@@ -123,6 +128,7 @@ class EngineOptions:
     encoder_dtype: DtypeName = "auto"
     cross_kv_dtype: DtypeName = "auto"
     output_dtype: OutputName = "auto"
+    decoder_linears: Literal["auto", "float", "int8"] = "auto"
     threads: int | None = None
     language: str | None = None
     candidate_languages: tuple[str, ...] = ("zh", "en")
@@ -236,6 +242,9 @@ class Engine:
             model = model.quantized()
         else:
             model.encoder.to(device.encoder_dtype(dtype, opts.encoder_dtype))
+            if device.int8_decoder_linears(dtype, opts.decoder_linears):
+                for block in model.decoder.blocks:
+                    int8_rows(block, keep=("kv",))
             if isinstance(model.decoder.output, TiedOutput):
                 model.decoder.output.narrow(device.output_kind(dtype, opts.output_dtype), OUTPUT_RESCORE,
                                             exact_from=tokenizer.special.timestamp_begin)
