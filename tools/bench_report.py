@@ -110,7 +110,7 @@ def print_summary(part: str, audio_s: float, reports: list[dict]) -> None:
     base = by.get("callqa")
     print(
         f"\n== {part} part: {audio_s:.0f} s of calls; wall s = whole process (start, model load, decode, "
-        f"recognition); ratio = system wall / callqa wall (above 1: callqa faster)"
+        f"recognition); load s = model load inside it; ratio = system wall / callqa wall (above 1: callqa faster)"
     )
     if base:
         for r in reports:
@@ -120,13 +120,13 @@ def print_summary(part: str, audio_s: float, reports: list[dict]) -> None:
                     f"{r['cpu_s'] / base['cpu_s']:.2f}x by CPU time"
                 )
     print(
-        f"{'system':<16}{'wall s':>8}{'cpu s':>8}{'ratio':>7}{'WER en':>8}{'CER zh':>8}{'coverage':>10}{'empty turns':>13}{'lost':>6}"
+        f"{'system':<16}{'wall s':>8}{'load s':>8}{'cpu s':>8}{'ratio':>7}{'WER en':>8}{'CER zh':>8}{'coverage':>10}{'empty turns':>13}{'lost':>6}"
     )
     for r in reports:
         f = r["overall"]
         ratio = f"{r['wall_s'] / base['wall_s']:7.2f}" if base else "      -"
         print(
-            f"{r['system']:<16}{r['wall_s']:>8.1f}{r['cpu_s']:>8.1f}{ratio}{_pct(f['wer_en']):>8}"
+            f"{r['system']:<16}{r['wall_s']:>8.1f}{r.get('load_s', float('nan')):>8.1f}{r['cpu_s']:>8.1f}{ratio}{_pct(f['wer_en']):>8}"
             f"{_pct(f['cer_zh']):>8}{_pct(f['coverage']):>10}{f['empty_turns']:>7}/{f['turns']:<5}"
             f"{f['lost_turns']:>6}"
         )

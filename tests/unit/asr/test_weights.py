@@ -8,12 +8,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from pipeline.asr import ChecksumError, Engine, WeightsError
-from pipeline.asr.convert import ct2_to_state_dict, name_map
+from pipeline.asr.convert import ct2_to_state_dict, load_converted, name_map
 from pipeline.asr.model import Whisper
 from pipeline.asr.registry import ModelEntry, lookup, register
-from pipeline.asr.weights import join_parts, package_data_dir, read_ct2, verify_file
+from pipeline.asr.weights import join_parts, local_model_dir, package_data_dir, read_ct2, verify_file
 
 PINNED = lookup("whisper-base").sha256
 
@@ -91,3 +92,24 @@ def test_operator_checkpoint_by_directory_or_registry_entry(engine, en_calls, en
     assert result.model_name == "site-whisper" and result.model_version.startswith("site/7@d01c3014")
     assert result.text == en_batched[0].text
     assert lookup(str(model_dir)).directory == model_dir  # a bare directory works too
+
+
+def test_converted_cache_is_float32_and_never_reused_once_edited(tmp_path, engine, ct2):
+    source = Path(engine.opts.cache_dir).expanduser() / "whisper-base" / PINNED[:16]
+    for name in ("config.json", "tokenizer.json", "model.bin"):
+        shutil.copyfile(source / name, tmp_path / name)
+    files = local_model_dir(tmp_path, PINNED)
+    _, expected = ct2_to_state_dict(ct2)
+    _, converted = load_converted(files)  # converts and writes the cache
+    _, mapped = load_converted(files)  # maps the cache
+    name = "decoder.token_embedding.weight"
+    assert all(v.dtype == torch.float32 for v in mapped.values())
+    assert torch.equal(mapped[name], expected[name].float()) and torch.equal(converted[name], mapped[name])
+    cache = next(p for p in tmp_path.iterdir() if p.suffix == ".pt")
+    with open(cache, "r+b") as fh:  # an edited cache is converted again, not loaded
+        fh.seek(cache.stat().st_size // 2)
+        byte = fh.read(1)
+        fh.seek(cache.stat().st_size // 2)
+        fh.write(bytes([byte[0] ^ 0xFF]))
+    _, again = load_converted(files)
+    assert all(torch.equal(again[k], expected[k].float()) for k in expected)
