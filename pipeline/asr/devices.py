@@ -111,13 +111,16 @@ class Device:
             return torch.bfloat16
         return model_dtype
 
-    def int8_decoder_linears(self, model_dtype: torch.dtype, requested: str) -> bool:
+    def int8_decoder_linears(self, model_dtype: torch.dtype, requested: str, cross_kv: torch.dtype) -> bool:
         """The decoder's linear layers in int8 with a scale per row: "auto" on a CPU with VNNI
-        (about 7x the fp32 product at 16 rows), for an fp32 model."""
+        (about 7x the fp32 product at 16 rows), for an fp32 model whose cross-attention cache is
+        fp32 too. One narrowing at a time: on a CPU with AVX512-BF16 the bf16 cache and int8
+        linears together read a card's 16 spoken digits as 17 and lost a looping turn's words
+        (two engine tests), where either alone did not."""
         if requested == "int8" and (self.kind != "cpu" or model_dtype != torch.float32):
             raise DeviceError(f"int8 decoder linears run on cpu with an fp32 model, not {self.kind}/{model_dtype}")
         if requested == "auto":
-            return self.kind == "cpu" and model_dtype == torch.float32 and int8_rows_fast()
+            return self.kind == "cpu" and model_dtype == cross_kv == torch.float32 and int8_rows_fast()
         return requested == "int8"
 
     def wants_int8(self, quantize: str) -> bool:

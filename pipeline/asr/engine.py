@@ -103,8 +103,8 @@ class EngineOptions:
         timestamp are computed again in the model's dtype (:class:`pipeline.asr.model.TiedOutput`).
     decoder_linears: the decoder blocks' linear layers (not the cross-attention's keys/values,
         computed once per window from the encoder output); "auto" is int8 with a scale per row
-        on a CPU with VNNI (:mod:`pipeline.asr.int8`; each row's result is its own, whatever its
-        batch-mates), else the model's dtype.
+        on a CPU with VNNI where the cross-attention cache is fp32 (:mod:`pipeline.asr.int8`; each
+        row's result is its own, whatever its batch-mates), else the model's dtype.
     initial_prompt: text the decoder sees as the previous window's (hotwords: product names,
         disclosure wording); it biases spelling and vocabulary. Cut to its last tokens so the
         prompt, the task tokens and ``max_new_tokens`` fit the text context.
@@ -242,7 +242,7 @@ class Engine:
             model = model.quantized()
         else:
             model.encoder.to(device.encoder_dtype(dtype, opts.encoder_dtype))
-            if device.int8_decoder_linears(dtype, opts.decoder_linears):
+            if device.int8_decoder_linears(dtype, opts.decoder_linears, device.cross_kv_dtype(dtype, opts.cross_kv_dtype)):
                 for block in model.decoder.blocks:
                     int8_rows(block, keep=("kv",))
             if isinstance(model.decoder.output, TiedOutput):

@@ -38,11 +38,14 @@ def test_the_decoder_blocks_linears_are_replaced_but_the_cross_attention_keys_an
 
 
 @pytest.mark.parametrize("vnni", [False, True])
-def test_int8_decoder_linears_are_chosen_only_on_a_cpu_with_vnni(monkeypatch, vnni):
+def test_int8_decoder_linears_are_chosen_only_on_a_cpu_with_vnni_and_an_fp32_cross_cache(monkeypatch, vnni):
     from pipeline.asr.devices import resolve_device
 
     monkeypatch.setattr(torch.cpu, "_is_vnni_supported", lambda: vnni)
     cpu = resolve_device("cpu")
-    assert cpu.int8_decoder_linears(torch.float32, "auto") == vnni  # the pinned torch has torch._int_mm
-    assert not cpu.int8_decoder_linears(torch.float32, "float")
+    f32 = torch.float32
+    assert cpu.int8_decoder_linears(f32, "auto", f32) == vnni  # the pinned torch has torch._int_mm
+    assert not cpu.int8_decoder_linears(f32, "auto", torch.bfloat16)  # a bf16 cache: one narrowing at a time
+    assert cpu.int8_decoder_linears(f32, "int8", torch.bfloat16)  # asked for: given
+    assert not cpu.int8_decoder_linears(f32, "float", f32)
     assert int8_rows_fast() == vnni
