@@ -81,6 +81,9 @@ _ALL_SOUND_CUES = (*_ZH_SOUND_CUES, *_ZH_UNCHECKED_SOUND_CUES)
 # words that only open a number region (which kind is unknown): worth a second decode, never a type
 _EN_NUMBER_WORDS = re.compile(r"\b(?:number|digits|ssn|social security)\b")
 _ZH_NUMBER_WORDS = re.compile(r"号码|账号|尾号|卡号|号是|身份证号|手机号")
+# a request for, or a reading of, a number's last digits only ("the last four", "ending in", 尾号, 后四位)
+_TAIL_WORDS = re.compile(r"\blast (?:4|four)\b|\bending\b|\bends (?:in|with)\b|尾号|[后末](?:4|四)位")
+TAIL_DIGITS = 4
 # a number followed by one of these is an amount, a quantity or a time, not an identifier
 _UNIT_AFTER = re.compile(
     r"^\s*(?:dollars?|cents?|euros?|pounds?|yuan|rmb|usd|percent|per cent|%|minutes?|hours?|days?|"
@@ -183,6 +186,13 @@ def announces_number(text: str) -> bool:
     return bool(
         _EN_NUMBER_WORDS.search(norm) or _ZH_NUMBER_WORDS.search(norm) or _last_cue(norm, _CHECKED_CUES, _ZH_SOUND_CUES)
     )
+
+
+def reads_tail(text: str) -> bool:
+    """Does this text give a number's last four digits as asked ("the card ending 4212", 我的卡尾号是3759):
+    a cue for the last digits, and a longest digit run of exactly that many? Such a number is whole as
+    written, and no identifier a rule could take."""
+    return bool(_TAIL_WORDS.search(normalize(text).text)) and longest_digit_run(text) == TAIL_DIGITS
 
 
 def names_amount(text: str) -> bool:

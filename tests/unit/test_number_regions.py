@@ -240,6 +240,13 @@ def test_only_regions_with_a_number_still_to_mend_are_decoded_again() -> None:
     # a number that passes its checksum is right already: a perfect first pass stays perfect
     assert not worth_decoding("My card number is 4532 0151 1283 0366.")
     assert not worth_decoding("我的身份证号是11010519491231002X")
+    # a number's last four digits read as four digits: whole already, and no identifier
+    assert not worth_decoding("请核对一下您身份证号码的后四位。 我的卡尾号是3759。")
+    assert not worth_decoding("我的卡尾号是三七五九。")
+    assert not worth_decoding("The card ending 4 2 1 2.")
+    assert worth_decoding("我的卡尾号是375")  # a digit short: worth mending
+    assert worth_decoding("The card ending 8 4212 03")  # more than a tail: a whole number
+    assert worth_decoding("My card number is 4212 at the end of the month")  # 'end' is not a tail cue
 
 
 def test_a_second_decode_that_reads_part_of_its_region_twice_is_not_taken() -> None:
