@@ -56,6 +56,9 @@ CONFIGS: dict[str, dict[str, object]] = {
     # the digit-biased second decode of number regions (pipeline/asr/number_pass.py)
     "callqa-numbers": {"number_languages": ("en", "zh")},
     "callqa-first-pass": {"number_languages": ()},
+    # word times (issue 31): shipped on the segments holding a PII number ("pii"); none, or on every segment
+    "callqa-words-off": {"word_timestamps": "off"},
+    "callqa-words-all": {"word_timestamps": "all"},
     # speech kept before / after each VAD region (silero's own default is 30 ms both, faster-whisper's
     # 400 ms); a dict changes those fields of the shipped engine's own VadOptions, nothing else
     "callqa-onset60": {"vad": {"onset_pad_ms": 60}},
