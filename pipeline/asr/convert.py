@@ -144,8 +144,8 @@ def load_converted(files: ModelFiles) -> tuple[WhisperDims, dict[str, torch.Tens
         if meta.get("source_sha256") == files.sha256 and sha256_file(state_path) == meta.get("sha256"):
             blob = torch.load(state_path, map_location="cpu", weights_only=True, mmap=True)  # copy-on-write
             return WhisperDims(**blob["dims"]), blob["state"]
-    dims, fp16 = ct2_to_state_dict(read_ct2(files.model_bin))
-    state = {name: value.float() for name, value in fp16.items()}
+    dims, stored = ct2_to_state_dict(read_ct2(files.model_bin))  # as model.bin stores them (fp16)
+    state = {name: value.float() for name, value in stored.items()}
     try:
         tmp = state_path.with_suffix(".tmp")
         torch.save({"dims": dims.__dict__, "state": state}, tmp)
