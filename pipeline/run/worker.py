@@ -112,7 +112,7 @@ def consumer_config(settings: Settings, opts: WorkerOptions) -> dict[str, Any]:
         # 1 MB per partition per fetch, 100,000 records queued), so that what a worker has
         # fetched but not processed stays small and the records of all its partitions reach it
         # early, to be taken in turns (pipeline/stages/gather.py; held back per partition:
-        # AsrWorker._hold_back). tests/integration/test_worker_fetch.py checks the fetch order.
+        # AsrWorker._hold_back). tests/integration/test_worker_fetch.py checks what a fetch holds.
         "max.partition.fetch.bytes": FETCH_BYTES_PER_PARTITION,
         "queued.min.messages": opts.max_calls,
     }
