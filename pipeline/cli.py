@@ -276,6 +276,9 @@ def worker_cmd(
     window_ms: Annotated[int, typer.Option(help="Micro-batch window.")] = 50,
     max_calls: Annotated[int, typer.Option(help="Calls per micro-batch.")] = 16,
     max_audio_s: Annotated[float, typer.Option(help="Audio seconds per micro-batch.")] = 1800.0,
+    max_windows: Annotated[Optional[int], typer.Option(
+        help="Estimated 30 s model windows per micro-batch (default: the most whole model batches of the "
+             "engine that --max-audio-s fills; 0: no window cap).", min=0)] = None,
     memory_watermark_gb: Annotated[Optional[float], typer.Option(
         help="Stop prefetching while device memory is above this (GiB).")] = None,
     group: Annotated[Optional[str], typer.Option(
@@ -320,6 +323,7 @@ def worker_cmd(
         device = engine.device.kind
     opts = WorkerOptions(bucket=bucket, device=device, instance_id=instance_id,
                          window_ms=window_ms, max_calls=max_calls, max_audio_s=max_audio_s,
+                         max_windows=max_windows,
                          memory_watermark_bytes=int(memory_watermark_gb * 2**30) if memory_watermark_gb else None,
                          group=group, replay_id=replay_id, stop_at=bound)
     health = start_endpoint(cfg, f"asr-{bucket}", [StageSpec(f"asr-{bucket}", opts.group_id(cfg), opts.input_topic(cfg), True)],

@@ -388,6 +388,12 @@ class Engine:
         later passes' planner: :class:`pipeline.asr.windows.WindowRunner`)."""
         return plan_mixed(windows, self.budget, self.buckets_s, self.pool.capacity)
 
+    @property
+    def model_batch_windows(self) -> int:
+        """Whole 30 s windows one model batch holds: a worker's micro-batch holds a whole number of
+        them (:func:`pipeline.stages.window_estimate.micro_batch_windows`)."""
+        return self.pool.capacity(self.buckets_s[-1])
+
     @torch.inference_mode()
     def _run_batch(self, batch: MixedBatch[_Window]) -> tuple[list[WindowDecode], BatchStats, float]:
         n = len(batch.items)

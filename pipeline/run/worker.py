@@ -52,6 +52,7 @@ from pipeline.stages.replay_bound import ReplayTally, StopOffsets
 from pipeline.stages.retry import RetryInterrupted, interruptible_sleep
 from pipeline.stages.sizes import MessageLimits
 from pipeline.stages.storage import ObjectStore
+from pipeline.stages.window_estimate import micro_batch_windows
 
 log = get_logger("callqa.worker")
 T = TypeVar("T")
@@ -69,6 +70,9 @@ class WorkerOptions:
     window_ms: int = 50
     max_calls: int = 16
     max_audio_s: float = 1800.0
+    # Estimated model windows per micro-batch. None: the most whole model batches of the engine's
+    # that max_audio_s fills (pipeline.stages.window_estimate); 0: no window cap.
+    max_windows: int | None = None
     fetch_threads: int = 4
     session_timeout_ms: int = 15000
     transaction_timeout_ms: int = 300000
@@ -118,6 +122,14 @@ def consumer_config(settings: Settings, opts: WorkerOptions) -> dict[str, Any]:
     }
 
 
+def micro_batch_cap(opts: WorkerOptions, model_batch: int | None) -> int | None:
+    """The micro-batch's window cap (None: none), from the options and the engine's model batch
+    (test engines have none)."""
+    if opts.max_windows is not None:
+        return opts.max_windows or None
+    return None if model_batch is None else micro_batch_windows(model_batch, opts.max_audio_s)
+
+
 @dataclass
 class _InFlight:
     positions: list[Position]
@@ -159,8 +171,13 @@ class AsrWorker:
         if device is not None:
             self.metrics.memory_limit(device.memory_limit_bytes())
         self.checkpoint = Checkpoint()
+        self.max_windows = micro_batch_cap(opts, getattr(engine, "model_batch_windows", None))
         self.gatherer: Gatherer[Message] = Gatherer(
-            self._consume, self.checkpoint, BatchBudget(opts.max_calls, opts.max_audio_s), opts.window_ms
+            self._consume,
+            self.checkpoint,
+            BatchBudget(opts.max_calls, opts.max_audio_s),
+            opts.window_ms,
+            max_windows=self.max_windows,
         )
         self.consumer: Any = None
         self.committer: BatchCommitter | None = None
@@ -304,7 +321,15 @@ class AsrWorker:
         """Fetch the next batch while one computes, and commit a batch while the next computes:
         the engine waits neither for storage nor for a transaction."""
         self._connect()
-        log.info("worker_started", bucket=self.opts.bucket, member=self.opts.member_id, topic=self.input_topic)
+        log.info(
+            "worker_started",
+            bucket=self.opts.bucket,
+            member=self.opts.member_id,
+            topic=self.input_topic,
+            max_calls=self.opts.max_calls,
+            max_audio_s=self.opts.max_audio_s,
+            max_windows=self.max_windows,
+        )
         next_batch: Future[_InFlight] | None = None
         done: _Computed | None = None  # computed, not yet committed
         try:

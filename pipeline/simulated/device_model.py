@@ -13,7 +13,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-WINDOW_S = 30.0
+from pipeline.stages.window_estimate import WINDOW_S, SpeechShares, estimated_windows, speech_s
+
 REFERENCE_COMPUTED_PER_AUDIO_S = 2 * 0.45 / 0.87  # a stereo call: two channels, 45 % speech each, packed 0.87
 
 
@@ -26,6 +27,10 @@ class SimulatedEngineOptions:
     speech_share: float = 0.45
     mono_speech_share: float = 0.9
     window_fill: float = 0.87
+
+    @property
+    def shares(self) -> SpeechShares:
+        return SpeechShares(self.speech_share, self.mono_speech_share, self.window_fill)
 
     @classmethod
     def parse(cls, spec: str) -> SimulatedEngineOptions:
@@ -57,11 +62,9 @@ class DeviceTime:
 
 
 def windows_of(duration_s: float, channels: int, opts: SimulatedEngineOptions) -> tuple[int, float]:
-    """Packed windows of one call and its speech seconds."""
-    share = opts.speech_share if channels > 1 else opts.mono_speech_share
-    speech = duration_s * share
-    per_channel = math.ceil(speech / (WINDOW_S * opts.window_fill)) if speech > 0 else 0
-    return per_channel * channels, speech * channels
+    """Packed windows of one call and its speech seconds (the workers' estimate: the simulated
+    engine's calls speak exactly the shares the estimate assumes)."""
+    return estimated_windows(duration_s, channels, opts.shares), speech_s(duration_s, channels, opts.shares)
 
 
 def device_time(calls: Sequence[tuple[float, int]], opts: SimulatedEngineOptions) -> DeviceTime:

@@ -79,6 +79,10 @@ class SimulatedEngine:
         self._local = threading.local()
 
     @property
+    def model_batch_windows(self) -> int:
+        return self.opts.max_items
+
+    @property
     def last_batch_stats(self) -> Sequence[BatchStats]:
         return getattr(self._local, "stats", [])
 

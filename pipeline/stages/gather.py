@@ -19,6 +19,7 @@ from pipeline.batching import BatchBudget, pack_in_order
 from pipeline.events import SourcePosition
 from pipeline.stages.asr import AsrInput
 from pipeline.stages.checkpoint import Checkpoint, PartitionKey, Position
+from pipeline.stages.window_estimate import WINDOW_S, estimated_windows
 
 
 class MessageLike(Protocol):
@@ -55,6 +56,12 @@ class Queued(Generic[M]):
     def duration_s(self) -> float:
         return self.input.duration_s
 
+    @property
+    def estimated_window_s(self) -> float:
+        """The model windows its audio is estimated to fill, in window seconds (none: undecodable)."""
+        call = self.input.call
+        return 0.0 if call is None else estimated_windows(call.duration_s, call.channels) * WINDOW_S
+
 
 class Gatherer(Generic[M]):
     """Collects messages for at most ``window_ms`` or until ``budget`` is full; leftovers wait.
@@ -63,6 +70,10 @@ class Gatherer(Generic[M]):
     each, the turn starting after the partition the last batch ended on), so a worker drains all
     its partitions at one pace: a partition moved to a member added mid-night still holds its
     share of the work. The worker pauses a partition with a batch's worth waiting (``waiting``).
+
+    With ``max_windows``, a batch also holds at most that many estimated model windows
+    (:mod:`pipeline.stages.window_estimate`): a whole number of the engine's model batches, so
+    that no micro-batch ends in a model batch of a few windows.
     """
 
     def __init__(
@@ -72,8 +83,11 @@ class Gatherer(Generic[M]):
         budget: BatchBudget,
         window_ms: int,
         clock: Clock = time.monotonic,
+        max_windows: int | None = None,
     ) -> None:
         self.consume, self.checkpoint, self.budget = consume, checkpoint, budget
+        # one more cap on what the budget took: estimated window seconds (at least one call)
+        self.window_budget = None if max_windows is None else BatchBudget(budget.max_items, max_windows * WINDOW_S)
         self.window_s = window_ms / 1000
         self.clock = clock
         self.queues: dict[PartitionKey, deque[Queued[M]]] = {}
@@ -102,6 +116,8 @@ class Gatherer(Generic[M]):
             for msg in self.consume(self.budget.max_items, max(0.0, deadline - self.clock())):
                 self.add(msg)
         taken = next(pack_in_order(self._in_turns(), self.budget), [])
+        if self.window_budget is not None:
+            taken = next(pack_in_order(taken, self.window_budget, cost=lambda q: q.estimated_window_s), [])
         for q in taken:
             self.queues[q.position.key].popleft()  # taken in turns: each partition's first ones
         if taken:

@@ -88,3 +88,29 @@ def test_a_batch_takes_the_partitions_in_turns_and_the_next_batch_starts_after_i
     assert taken == [(0, 0), (1, 0), (2, 0), (0, 1)]
     assert [(q.position.partition, q.position.offset) for q in g.gather()] == [(1, 1), (0, 2), (1, 2), (0, 3)]
     assert g.waiting() == {(TOPIC, 1): 1}
+
+
+def stereo_message(partition: int, offset: int, duration_s: float) -> FakeMessage:
+    call = routed(f"c{partition}-{offset}", duration_s).model_copy(
+        update={"channels": 2, "roles": {"0": "agent", "1": "customer"}}
+    )
+    return FakeMessage(TOPIC, partition, offset, encode(call))
+
+
+def test_a_batch_holds_at_most_its_window_cap_and_a_call_over_it_alone() -> None:
+    # a 250 s stereo call is estimated at 5 windows a channel: 10 windows
+    calls = [stereo_message(0, i, 250.0) for i in range(8)] + [stereo_message(0, 8, 3000.0)]
+    source = Source([calls])
+    g = Gatherer(
+        source.consume, Checkpoint(), BatchBudget(16, 1800.0), window_ms=50, clock=source.clock, max_windows=64
+    )
+    sizes = [len(g.gather()) for _ in range(4)]
+    # the audio budget alone takes 7 calls (70 windows: a model batch of 64 and one of 6)
+    assert sizes == [6, 2, 1, 0]
+    assert g.window_budget is not None
+
+
+def test_without_a_window_cap_the_audio_budget_alone_decides() -> None:
+    source = Source([[stereo_message(0, i, 250.0) for i in range(8)]])
+    g = Gatherer(source.consume, Checkpoint(), BatchBudget(16, 1800.0), window_ms=50, clock=source.clock)
+    assert len(g.gather()) == 7
