@@ -281,6 +281,10 @@ def router_plan(opts: argparse.Namespace, arrivals_partitions: int) -> tuple[Rou
     return planned, opts.routers or max(1, planned.routers)
 
 
+def worker_options(opts: argparse.Namespace) -> list[str]:
+    return [] if opts.max_windows is None else ["--max-windows", str(opts.max_windows)]
+
+
 def ideal_device_s(
     good: list[SimulatedRecording], buckets: Buckets, workers: dict[str, int], opts: SimulatedEngineOptions
 ) -> float:
@@ -327,6 +331,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=float,
         default=ROUTER_ARRIVALS_PER_S,
         help="the plan's arrivals/s per router process (tools/bench_router.py)",
+    )
+    parser.add_argument(
+        "--max-windows",
+        type=int,
+        default=None,
+        help="the workers' --max-windows (default: theirs, whole model batches; 0: audio budget alone)",
     )
     parser.add_argument("--stereo-share", type=float, default=0.8)
     parser.add_argument("--bad-share", type=float, default=0.01)
@@ -400,6 +410,7 @@ def run(settings: Settings, opts: argparse.Namespace) -> dict[str, Any]:
                 "--engine",
                 spec,
                 "--simulated-storage",
+                *worker_options(opts),
             )
     state = NightRun(
         settings, opts, night, workers, routers, audio_by_bucket, engine_opts, scale, spec, sim, planned, partitions
@@ -486,6 +497,7 @@ def _night(state: NightRun) -> NightRun:
                     "--engine",
                     spec,
                     "--simulated-storage",
+                    *worker_options(opts),
                 )
             sim.events.append(
                 {"at": time.time(), "what": f"scale out {busiest} +{opts.scale_out_by}", "bucket": busiest}
