@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pipeline.numbers.model import PIIType, SegmentText
 from pipeline.numbers.normalize import Normalized
 from pipeline.numbers.pii_join import INTERJECTIONS, MAX_JOIN_GAP_S, MIN_RESUME_DIGITS, channel_stream
-from pipeline.numbers.spoken import cued_type, misheard_secret, names_amount
+from pipeline.numbers.spoken import cue_end, cued_type, misheard_secret, names_amount
 from pipeline.numbers.validators import classify_likely, classify_number, ssn_valid
 
 PII_TYPES: tuple[PIIType, ...] = ("bank_card", "cn_resident_id", "phone", "us_ssn", "account_number", "card_secret")
@@ -211,7 +211,7 @@ def _answered_number(
     first = chain[0]
     at, idx = next((at, idx) for at, idx in reversed(offsets) if at <= first.start)
     lead = stream[at : first.start]
-    if len(lead) > ANSWER_LEAD_CHARS or names_amount(lead):
+    if len(lead) - cue_end(lead) > ANSWER_LEAD_CHARS or names_amount(lead):
         return []
     answer = segments[idx]
     before = [i for i, q in enumerate(segments) if q.start_s < answer.start_s and q.end_s <= answer.start_s + 0.5]

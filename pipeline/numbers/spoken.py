@@ -85,10 +85,16 @@ _ZH_NUMBER_WORDS = re.compile(r"号码|账号|尾号|卡号|号是|身份证号|
 _TAIL_WORDS = re.compile(r"\blast (?:4|four)\b|\bending\b|\bends (?:in|with)\b|尾号|[后末](?:4|四)位")
 TAIL_DIGITS = 4
 # a number followed by one of these is an amount, a quantity or a time, not an identifier
-_UNIT_AFTER = re.compile(
-    r"^\s*(?:dollars?|cents?|euros?|pounds?|yuan|rmb|usd|percent|per cent|%|minutes?|hours?|days?|"
-    r"years?|months?|weeks?|times|am|pm|o'clock|元|块|毛|角|分钟|小时|天|年|月|号|日|点|岁|次|个|%)"
+_UNITS = (
+    r"dollars?|cents?|euros?|pounds?|yuan|rmb|usd|percent|per cent|%|minutes?|hours?|days?|"
+    r"years?|months?|weeks?|am|pm|o'clock|元|块|毛|角|分钟|小时|天|年|月|号|日|点|岁|个|%"
 )
+_UNIT_AFTER = re.compile(rf"^\s*(?:{_UNITS}|times|次)")
+# in an answer that names the code, "N times" is digits heard as a count: "seven five zero" came
+# out "the code is 7 times Nero" on 8 kHz u-law (tools/word_calls dev calls); "I tried it 3 times" is not
+_CODE_UNIT_AFTER = re.compile(rf"^\s*(?:{_UNITS})")
+_COUNT_AFTER = re.compile(r"^\s*(?:times|次)")
+_CODE_NAMED = re.compile(r"\b(?:code|cvv2?|cvc2?|digits)\b")
 _AMOUNT_BEFORE = re.compile(r"(?:\$|¥|￥|€|£|usd|rmb)\s*$")
 # between a cue and a number, a word that makes the number an amount ("my account balance is …",
 # "the card limit is …", 账户余额是…), said without its currency
@@ -151,10 +157,21 @@ def misheard_secret(question: str, lead: str, digits: str, after: str) -> bool:
     8 kHz u-law the first pass writes "near-o-9-7", "6x6" or "7 times Nero" for a three-digit code
     (tools/word_calls dev calls: 3 of 4 codes): a card-scheme rule forbids keeping it, so the
     detector fails closed there. All normalised text."""
-    if not 0 < len(digits) < CUED_DIGITS["card_secret"][0] or _UNIT_AFTER.match(after):
+    if not 0 < len(digits) < CUED_DIGITS["card_secret"][0] or _CODE_UNIT_AFTER.match(after):
         return False
-    cue = _last_cue(question[-CUE_WITHIN_CHARS:], _ALL_CUES, _ALL_SOUND_CUES)
-    return cue is not None and cue[0] == "card_secret" and _SECRET_ANSWER_LEAD.search(lead) is not None
+    if _COUNT_AFTER.match(after) and not _CODE_NAMED.search(lead):
+        return False
+    asked = _last_cue(question[-CUE_WITHIN_CHARS:], _ALL_CUES, _ALL_SOUND_CUES)
+    said = _last_cue(lead, _ALL_CUES, _ALL_SOUND_CUES)  # "the security code is near-o-tate 4"
+    named = any(cue is not None and cue[0] == "card_secret" for cue in (asked, said))
+    return named and _SECRET_ANSWER_LEAD.search(lead) is not None
+
+
+def cue_end(text: str) -> int:
+    """Where the last cue naming a number's kind ends in ``text`` (0: none). An answer's lead is
+    measured from there: "Sure, the security code is" opens an answer as "it's" does."""
+    cue = _last_cue(text, _ALL_CUES, _ALL_SOUND_CUES)
+    return cue[1] if cue else 0
 
 
 def digit_count(text: str) -> int:

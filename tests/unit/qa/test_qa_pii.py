@@ -467,3 +467,24 @@ def test_an_answer_joined_to_its_question_on_a_mono_call_is_taken_on_the_questio
     question = seg("mixed", 16.9, 22.0, "Thank you and the security code on the Mac.", 0)
     answer = seg("mixed", 22.0, 24.8, "The code is 731.", 0)
     assert [h.type for h in detect(question, answer)[0]] == ["card_secret"]
+
+
+@pytest.mark.parametrize(
+    "answer, redacted",
+    [
+        # "seven five zero" on 8 kHz u-law: the answer names the code, "times" is a digit heard as a count
+        ("The code is 7 times Nero.", "The code is [SECRET]."),
+        # the answer's own cue opens it, however long what comes before it
+        ("Yes of course, hold on a second, my security code is 7 times nero.",
+         "Yes of course, hold on a second, my security code is [SECRET]."),
+    ],
+)
+def test_a_code_heard_as_a_count_in_an_answer_naming_the_code_is_a_card_secret(answer, redacted):
+    hits, texts = code_asked_and_answered(False, answer)
+    assert [h.type for h in hits] == ["card_secret"]
+    assert texts[1] == redacted
+
+
+@pytest.mark.parametrize("answer", ["I tried it 3 times already.", "I called 4 times about it"])
+def test_a_count_in_an_answer_that_does_not_name_the_code_stays(answer):
+    assert code_asked_and_answered(False, answer)[0] == []
