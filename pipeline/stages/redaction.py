@@ -70,9 +70,9 @@ def pii_times(segments: list[Segment], hit: PIIHit) -> tuple[float, float, bool]
     j, m = max(covered, key=lambda jm: words[jm[0]][jm[1]].end_s)
     head, tail = words[i], words[j]
     # a digit heard as a word at the number's edge ("is for 1 3 …") is the number's first or last digit
-    while k and _homophone(head[k - 1].text):
+    while k and _digit_like(head[k - 1].text):
         k -= 1
-    while m + 1 < len(tail) and _homophone(tail[m + 1].text):
+    while m + 1 < len(tail) and _digit_like(tail[m + 1].text):
         m += 1
     before = head[k - 1].end_s if k else _previous_end(segments, i)
     after = tail[m + 1].start_s if m + 1 < len(tail) else _next_start(segments, j)
@@ -96,8 +96,15 @@ def _next_start(segments: list[Segment], idx: int) -> float:
     return min(starts, default=float("inf"))
 
 
-def _homophone(word: str) -> bool:
-    return word.strip(" ,.;:!?-").lower() in DIGIT_HOMOPHONES
+# a zero as the first pass wrote it at the end of a card on 8 kHz u-law ("… 6 2 8 Neuro.")
+ZERO_SOUNDALIKES = frozenset({"nero", "neuro", "nearo", "near-o", "niro"})
+
+
+def _digit_like(word: str) -> bool:
+    """A word ASR wrote for a digit next to a number: a homophone ("for", "won"), a zero heard as a
+    name ("Neuro"), or a digit glued to letters ("8mph"): the audio under it is the number's."""
+    w = word.strip(" ,.;:!?-").lower()
+    return w in DIGIT_HOMOPHONES or w in ZERO_SOUNDALIKES or any(ch.isdigit() for ch in w)
 
 
 def _redacted_words(segments: list[Segment], hits: list[PIIHit], backstopped: list[bool]) -> list[list[Word] | None]:

@@ -110,3 +110,15 @@ def test_a_digit_heard_as_a_word_at_the_numbers_edge_is_cut_with_it() -> None:
     seg = Segment(role="customer", channel=1, start_s=0.0, end_s=4.8, text=text, words=words)
     t = redact_transcript(call("x").model_copy(update={"segments": [seg]}))
     assert [(p.type, p.start_s, p.end_s) for p in t.pii] == [("bank_card", 0.8, 4.3)]
+
+
+def test_a_last_digit_written_as_a_name_or_glued_to_letters_is_cut_with_the_number() -> None:
+    # 8 kHz u-law: a card's last "zero" came out "Neuro", an account's last "eight" "8mph"
+    for last in ("Neuro.", "8mph."):
+        text = f"my card is 5320 1511 2830 366 {last} thanks"
+        times = [(0.0, 0.2), (0.3, 0.6), (0.7, 0.8), (1.3, 2.0), (2.1, 2.8), (2.9, 3.6), (3.7, 4.2), (4.3, 4.8),
+                 (5.6, 6.0)]
+        words = [Word(start_s=a, end_s=b, text=w) for (a, b), w in zip(times, text.split(), strict=True)]
+        seg = Segment(role="customer", channel=1, start_s=0.0, end_s=6.0, text=text, words=words)
+        t = redact_transcript(call("x").model_copy(update={"segments": [seg]}))
+        assert [(p.type, p.start_s, p.end_s) for p in t.pii] == [("bank_card", 0.8, 5.6)], last
