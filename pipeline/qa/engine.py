@@ -110,6 +110,8 @@ def _masked_before(source: Any, segments: Sequence[SegmentText], found: Sequence
         return []
     out = []
     for span in getattr(source, "pii", None) or []:
+        if span.type not in PII_TYPES:  # a run only the backstop masked: no kind for a rule to judge
+            continue
         if any(h.type == span.type and h.start_s < span.end_s and span.start_s < h.end_s for h in found):
             continue
         parts = tuple((i, 0, len(s.text)) for i, s in enumerate(segments)

@@ -16,6 +16,10 @@ from pipeline.numbers.normalize import DIGIT_HOMOPHONES, normalize
 from pipeline.numbers.pii import REDACTION_LABEL, PIIHit, find_pii, redact_texts
 from pipeline.stages.word_spans import covered_words
 
+# a ``pii`` span for a run the backstop masked: no detector took it, so it names no kind
+BACKSTOP_TYPE = "unclassified_number"
+BACKSTOP_CONFIDENCE = 0.2
+
 
 def redact_transcript(t: Transcript) -> Transcript:
     """The transcript with PII replaced by labels; ``pii`` lists what was found (type, role, times)."""
@@ -23,7 +27,8 @@ def redact_transcript(t: Transcript) -> Transcript:
     hits = find_pii(segments, [normalize(s.text) for s in segments])
     labelled = redact_texts(segments, hits)
     texts = [mask_long_digit_runs(text) for text in labelled]
-    words = _redacted_words(t.segments, hits, [a != b for a, b in zip(labelled, texts, strict=True)])
+    backstopped = [a != b for a, b in zip(labelled, texts, strict=True)]
+    words = _redacted_words(t.segments, hits, backstopped)
     return t.model_copy(
         update={
             "segments": [
@@ -34,9 +39,28 @@ def redact_transcript(t: Transcript) -> Transcript:
                 PIISpan(type=h.type, role=h.role, start_s=start, end_s=end, confidence=h.confidence, word_timed=timed)
                 for h in hits
                 for start, end, timed in [pii_times(t.segments, h)]
-            ],
+            ]
+            + [backstop_span(seg, w) for seg, w, masked in zip(t.segments, words, backstopped, strict=True) if masked],
             "redacted": True,
         }
+    )
+
+
+def backstop_span(seg: Segment, words: list[Word] | None) -> PIISpan:
+    """What the backstop masked in a segment, as a span audio redaction cuts too (the text no longer
+    says the number, so the audio must not either): its masked words' times, else the segment's."""
+    masked = [w for w in words or [] if w.text == BACKSTOP_LABEL]
+    if masked:
+        return PIISpan(
+            type=BACKSTOP_TYPE,
+            role=seg.role,
+            start_s=masked[0].start_s,
+            end_s=masked[-1].end_s,
+            confidence=BACKSTOP_CONFIDENCE,
+            word_timed=True,
+        )
+    return PIISpan(
+        type=BACKSTOP_TYPE, role=seg.role, start_s=seg.start_s, end_s=seg.end_s, confidence=BACKSTOP_CONFIDENCE
     )
 
 

@@ -122,3 +122,14 @@ def test_a_last_digit_written_as_a_name_or_glued_to_letters_is_cut_with_the_numb
         seg = Segment(role="customer", channel=1, start_s=0.0, end_s=6.0, text=text, words=words)
         t = redact_transcript(call("x").model_copy(update={"segments": [seg]}))
         assert [(p.type, p.start_s, p.end_s) for p in t.pii] == [("bank_card", 0.8, 5.6)], last
+
+
+def test_what_the_backstop_masks_is_a_span_audio_redaction_cuts() -> None:
+    # twelve digits no detector takes: the text says [NUMBER], so the copy must cut its audio too
+    t = redact_transcript(call("ref 123456789012 ok"))
+    assert [(p.type, p.role, p.start_s, p.end_s, p.word_timed) for p in t.pii] == [
+        ("unclassified_number", "customer", 2.5, 2.95, True)
+    ]
+    seg = Segment(role="customer", channel=1, start_s=1.0, end_s=4.0, text="ref 123456789012 ok")
+    untimed = redact_transcript(call("x").model_copy(update={"segments": [seg]}))
+    assert [(p.start_s, p.end_s, p.word_timed) for p in untimed.pii] == [(1.0, 4.0, False)]
