@@ -32,7 +32,7 @@ from pipeline.asr.model import KVCache
 from pipeline.asr.packing import RATE, PackedWindow, pack_regions
 from pipeline.asr.transcript import CallTranscript, Segment
 from pipeline.asr.windows import WindowRunner
-from pipeline.numbers.backstop import mask_long_digit_runs
+from pipeline.numbers.backstop import mask_backstop
 from pipeline.numbers.model import SegmentText
 from pipeline.numbers.normalize import normalize
 from pipeline.numbers.pii import find_pii
@@ -56,14 +56,14 @@ class ChannelStreams(Protocol):
 
 def segments_to_time(segments: Sequence[Segment], mode: WordMode) -> list[int]:
     """Indices of the segments to time: all, none, or those a PII number (the QA detector's,
-    or its fail-closed backstop's long digit runs) lies in."""
+    or its fail-closed backstop's long digit runs, within a segment or across two) lies in."""
     if mode == "off":
         return []
     if mode == "all":
         return list(range(len(segments)))
     texts = [SegmentText(s.role, s.channel, s.start_s, s.end_s, s.text) for s in segments]
     chosen = {idx for hit in find_pii(texts, [normalize(t.text) for t in texts]) for idx, _, _ in hit.parts}
-    chosen |= {i for i, s in enumerate(segments) if mask_long_digit_runs(s.text) != s.text}
+    chosen |= {i for i, (masked, t) in enumerate(zip(mask_backstop(texts), texts, strict=True)) if masked != t.text}
     return sorted(chosen)
 
 

@@ -10,7 +10,7 @@ Pure: no Kafka, no engine.
 from __future__ import annotations
 
 from pipeline.events import PIISpan, Segment, Transcript, Word
-from pipeline.numbers.backstop import BACKSTOP_LABEL, mask_long_digit_runs
+from pipeline.numbers.backstop import BACKSTOP_LABEL, mask_backstop
 from pipeline.numbers.model import SegmentText
 from pipeline.numbers.normalize import DIGIT_HOMOPHONES, normalize
 from pipeline.numbers.pii import REDACTION_LABEL, PIIHit, find_pii, redact_texts
@@ -26,7 +26,7 @@ def redact_transcript(t: Transcript) -> Transcript:
     segments = [SegmentText(s.role, s.channel, s.start_s, s.end_s, s.text) for s in t.segments]
     hits = find_pii(segments, [normalize(s.text) for s in segments])
     labelled = redact_texts(segments, hits)
-    texts = [mask_long_digit_runs(text) for text in labelled]
+    texts = mask_backstop(segments, labelled)
     backstopped = [a != b for a, b in zip(labelled, texts, strict=True)]
     words = _redacted_words(t.segments, hits, backstopped)
     return t.model_copy(
@@ -40,27 +40,34 @@ def redact_transcript(t: Transcript) -> Transcript:
                 for h in hits
                 for start, end, timed in [pii_times(t.segments, h)]
             ]
-            + [backstop_span(seg, w) for seg, w, masked in zip(t.segments, words, backstopped, strict=True) if masked],
+            + [backstop_span(t.segments, i, words[i]) for i, masked in enumerate(backstopped) if masked],
             "redacted": True,
         }
     )
 
 
-def backstop_span(seg: Segment, words: list[Word] | None) -> PIISpan:
-    """What the backstop masked in a segment, as a span audio redaction cuts too (the text no longer
-    says the number, so the audio must not either): its masked words' times, else the segment's."""
-    masked = [w for w in words or [] if w.text == BACKSTOP_LABEL]
-    if masked:
+def backstop_span(segments: list[Segment], idx: int, words: list[Word] | None) -> PIISpan:
+    """What the backstop masked in segment ``idx``, as a span audio redaction cuts too (the text no
+    longer says the number, so the audio must not either): its masked words' times, widened into
+    the pauses around them as a detector's hit is (:func:`pii_times`), else the segment's."""
+    seg = segments[idx]
+    masked = [k for k, w in enumerate(words or []) if w.text == BACKSTOP_LABEL]
+    if not words or not masked:
         return PIISpan(
-            type=BACKSTOP_TYPE,
-            role=seg.role,
-            start_s=masked[0].start_s,
-            end_s=masked[-1].end_s,
-            confidence=BACKSTOP_CONFIDENCE,
-            word_timed=True,
+            type=BACKSTOP_TYPE, role=seg.role, start_s=seg.start_s, end_s=seg.end_s, confidence=BACKSTOP_CONFIDENCE
         )
+    k, m = masked[0], masked[-1]
+    before = words[k - 1].end_s if k else _previous_end(segments, idx)
+    after = words[m + 1].start_s if m + 1 < len(words) else _next_start(segments, idx)
+    start = min(words[k].start_s, max(before, words[k].start_s - PAUSE_REACH_S))
+    end = max(words[m].end_s, min(after, words[m].end_s + PAUSE_REACH_S))
     return PIISpan(
-        type=BACKSTOP_TYPE, role=seg.role, start_s=seg.start_s, end_s=seg.end_s, confidence=BACKSTOP_CONFIDENCE
+        type=BACKSTOP_TYPE,
+        role=seg.role,
+        start_s=round(start, 3),
+        end_s=round(end, 3),
+        confidence=BACKSTOP_CONFIDENCE,
+        word_timed=True,
     )
 
 

@@ -249,3 +249,23 @@ def test_qa_on_a_raw_transcript_quotes_no_long_digit_run() -> None:
     assert evidence and [s.text for s in result.redacted_segments] == [
         "This fund has guaranteed returns, your reference is [NUMBER]."]
     assert not [e for e in evidence if _digit_values(e)], evidence
+
+
+def test_a_long_run_the_model_cut_over_two_segments_is_masked_in_both() -> None:
+    # a resident ID whose cue and digits were misheard (20 digits: no kind takes it), cut at a pause
+    t = redact_transcript(call(("全份证号马是32010211967", 30.4, 36.3), ("618102010", 36.3, 39.5)))
+    assert not any(ch.isdigit() for ch in text_of(t)), text_of(t)
+    assert [(p.type, p.start_s, p.end_s) for p in t.pii] == [
+        ("unclassified_number", 30.4, 36.3), ("unclassified_number", 36.3, 39.5)]
+
+
+@pytest.mark.parametrize(
+    "first, second, gap_s",
+    [
+        ("I paid 250", "1234 5678 later", 0.5),  # 3 + 8 digits: short of a long run
+        ("my code is 4532 0151", "1283 0366", 12.0),  # a long pause: not one run
+    ],
+)
+def test_runs_apart_or_short_together_stay(first: str, second: str, gap_s: float) -> None:
+    t = redact_transcript(call((first, 1.0, 3.0), (second, 3.0 + gap_s, 6.0 + gap_s)))
+    assert text_of(t) == f"{first} {second}" and t.pii == []

@@ -127,8 +127,9 @@ def test_a_last_digit_written_as_a_name_or_glued_to_letters_is_cut_with_the_numb
 def test_what_the_backstop_masks_is_a_span_audio_redaction_cuts() -> None:
     # twelve digits no detector takes: the text says [NUMBER], so the copy must cut its audio too
     t = redact_transcript(call("ref 123456789012 ok"))
+    # its word (2.5-2.95 s) and the pauses either side, to the words around it
     assert [(p.type, p.role, p.start_s, p.end_s, p.word_timed) for p in t.pii] == [
-        ("unclassified_number", "customer", 2.5, 2.95, True)
+        ("unclassified_number", "customer", 2.45, 3.0, True)
     ]
     seg = Segment(role="customer", channel=1, start_s=1.0, end_s=4.0, text="ref 123456789012 ok")
     untimed = redact_transcript(call("x").model_copy(update={"segments": [seg]}))

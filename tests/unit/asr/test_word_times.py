@@ -67,3 +67,17 @@ def test_each_segments_words_stay_within_its_own_time(engine: Engine) -> None:
     assert len(timed) >= 2, [s.text for s in t.segments]
     for s in timed:
         assert all(s.start_s - PAD_S <= a <= b <= s.end_s + PAD_S for a, b, _ in s.words), (s.start_s, s.end_s, s.words)
+
+
+def test_segments_a_long_run_was_cut_over_are_both_timed() -> None:
+    # the backstop masks a run cut over two segments in both, so both need word times for the audio cut
+    from pipeline.asr.alignment import segments_to_time
+    from pipeline.asr.transcript import Segment
+
+    segments = [
+        Segment("agent", 0, 28.0, 30.0, "请问您的号码", "zh"),
+        Segment("customer", 1, 30.4, 36.3, "全份证号马是32010211967", "zh"),
+        Segment("customer", 1, 36.3, 39.5, "618102010", "zh"),
+        Segment("customer", 1, 45.0, 47.0, "好的谢谢", "zh"),
+    ]
+    assert segments_to_time(segments, "pii") == [1, 2]
