@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pipeline.numbers.backstop import mask_long_digit_runs
+from pipeline.numbers.backstop import mask_backstop
 from pipeline.numbers.model import PIIType, SegmentText
 from pipeline.numbers.pii import PII_TYPES, UNCHECKED_TYPES, PIIHit, find_pii, redact_texts
 from pipeline.qa import metrics
@@ -67,7 +67,7 @@ class QAEngine:
         norms = normalize_all(call)
         found = find_pii(call.segments, norms, self.redact_types)
         # the worker's fail-closed backstop too: a transcript may reach QA unredacted (raw, or from 1.0)
-        redacted = [mask_long_digit_runs(text) for text in redact_texts(call.segments, found)]
+        redacted = mask_backstop(call.segments, redact_texts(call.segments, found))
         hits = found + _masked_before(source, call.segments, found)
         ctx = prepare(call, redacted, norms, hits)
         foreign = metrics.unsupported_language(call)
