@@ -13,7 +13,8 @@ on the channels ``pipeline.stages.audio_redaction.channels_for`` names):
              99.5 %), also per number
   collateral share of the other units' true audio time that is cut (target <= 2 %); digits the
              templates say (an account or reference number) count on neither side
-  pii_after  PII spans callqa finds when it transcribes the redacted copy again (target 0)
+  pii_after  PII spans of a kind callqa finds when it transcribes the redacted copy again (target 0;
+             the backstop's ``unclassified_number`` spans name no kind and are not counted)
 
     python -m tools.eval_redaction --part check --seeds 1,2 [--en 2 --zh 1] [--out redaction.json]
 """
@@ -34,6 +35,7 @@ import soundfile as sf
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipeline.stages.audio_redaction import GUARD_S  # noqa: E402
+from pipeline.stages.redaction import BACKSTOP_TYPE  # noqa: E402
 from tools.word_calls import RATE, calls, is_digit, to_ulaw_8k  # noqa: E402
 
 Word = tuple[float, float, str]
@@ -71,6 +73,33 @@ def covered_s(words: list[Word], cuts: list[tuple[float, float]]) -> float:
     for lo, hi in cuts:
         grid[max(0, int(lo * 1000)) : max(0, int(hi * 1000))] = True
     return sum(float(grid[int(s * 1000) : int(e * 1000)].sum()) / 1000 for s, e, _ in words)
+
+
+def by_condition(files: dict[str, dict]) -> dict[str, dict]:
+    """Per language and layout ("en 8k-ulaw-stereo"): files, numbers fully cut, mean recall per
+    file, mean and worst collateral."""
+    groups: dict[str, list[dict]] = {}
+    for name, r in files.items():
+        language, layout = name.split("-", 1)[0], name.split("-", 4)[-1].removesuffix(".wav")
+        groups.setdefault(f"{language} {layout}", []).append(r)
+    return {
+        key: {
+            "files": len(rs),
+            "numbers_fully_cut": f"{sum(x == 1.0 for r in rs for _, x in r['recall_per_number'])}"
+            f"/{sum(len(r['recall_per_number']) for r in rs)}",
+            "mean_recall": round(float(np.mean([r["recall"] for r in rs if r["recall"] is not None])), 4),
+            "mean_collateral": round(float(np.mean([r["collateral"] for r in rs])), 4),
+            "max_collateral": max(r["collateral"] for r in rs),
+        }
+        for key, rs in sorted(groups.items())
+    }
+
+
+def _kinds_found(transcript: dict) -> int:
+    """PII spans of a kind (a finding QA would judge); ``unclassified_number`` spans (a number the
+    backstop masked, or one said but not heard, pipeline.numbers.unheard) name none: a copy's cut
+    answer to a question for the code is still an answer."""
+    return sum(span["type"] != BACKSTOP_TYPE for span in transcript.get("pii", []))
 
 
 def main() -> None:
@@ -124,17 +153,18 @@ def main() -> None:
                 "digits_left": uncut,
                 "recall": round(pii_cut / pii, 4) if pii else None,
                 "collateral": round(other_cut / other, 4) if other else None,
-                "pii_after": len(again[name].get("pii", [])) if name in again else None,
+                "pii_after": _kinds_found(again[name]) if name in again else None,
             }
-    recalls = [r["recall"] for r in report.values() if r["recall"] is not None]
+    files = dict(report)
     report["all"] = {
-        "min_recall": min(recalls),
-        "numbers_fully_cut": f"{sum(r == 1.0 for x in report.values() for _, r in x['recall_per_number'])}"
-        f"/{sum(len(x['recall_per_number']) for x in report.values())}",
-        "max_collateral": max(r["collateral"] for r in report.values()),
-        "pii_after": sum(r["pii_after"] or 0 for r in report.values()),
-        "copies_missing": sum(r["pii_after"] is None for r in report.values()),
+        "min_recall": min(r["recall"] for r in files.values() if r["recall"] is not None),
+        "numbers_fully_cut": f"{sum(r == 1.0 for x in files.values() for _, r in x['recall_per_number'])}"
+        f"/{sum(len(x['recall_per_number']) for x in files.values())}",
+        "max_collateral": max(r["collateral"] for r in files.values()),
+        "pii_after": sum(r["pii_after"] or 0 for r in files.values()),
+        "copies_missing": sum(r["pii_after"] is None for r in files.values()),
     }
+    report["by_condition"] = by_condition(files)
     print(json.dumps(report, indent=1))
     if args.out:
         args.out.write_text(json.dumps(report, indent=1))

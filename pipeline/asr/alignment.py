@@ -36,6 +36,7 @@ from pipeline.numbers.backstop import mask_backstop
 from pipeline.numbers.model import SegmentText
 from pipeline.numbers.normalize import normalize
 from pipeline.numbers.pii import find_pii
+from pipeline.numbers.unheard import unheard_ranges
 
 WordMode = Literal["pii", "all", "off"]
 PAD_S = 0.25  # audio kept either side of a segment's decoder times (they are cut tight)
@@ -56,13 +57,17 @@ class ChannelStreams(Protocol):
 
 def segments_to_time(segments: Sequence[Segment], mode: WordMode) -> list[int]:
     """Indices of the segments to time: all, none, or those a PII number (the QA detector's,
-    or its fail-closed backstop's long digit runs, within a segment or across two) lies in."""
+    or its fail-closed backstop's long digit runs, within a segment or across two, or a number
+    said but not heard as digits: pipeline.numbers.unheard) lies in."""
     if mode == "off":
         return []
     if mode == "all":
         return list(range(len(segments)))
     texts = [SegmentText(s.role, s.channel, s.start_s, s.end_s, s.text) for s in segments]
-    chosen = {idx for hit in find_pii(texts, [normalize(t.text) for t in texts]) for idx, _, _ in hit.parts}
+    norms = [normalize(t.text) for t in texts]
+    hits = find_pii(texts, norms)
+    unheard = unheard_ranges(texts, norms, hits)
+    chosen = {idx for hit in hits for idx, _, _ in hit.parts} | set(unheard)
     chosen |= {i for i, (masked, t) in enumerate(zip(mask_backstop(texts), texts, strict=True)) if masked != t.text}
     return sorted(chosen)
 

@@ -13,8 +13,10 @@ import re
 from collections.abc import Sequence
 
 from pipeline.numbers.model import SegmentText
-from pipeline.numbers.normalize import ascii_digits
+from pipeline.numbers.normalize import Normalized, ascii_digits
+from pipeline.numbers.pii import PIIHit, redact_texts
 from pipeline.numbers.pii_join import MAX_JOIN_GAP_S
+from pipeline.numbers.unheard import Ranges
 
 BACKSTOP_LABEL = "[NUMBER]"
 # 12+ digits, allowing the separators people and ASR put between groups or digits: space, dash,
@@ -63,6 +65,8 @@ def mask_backstop(segments: Sequence[SegmentText], texts: Sequence[str] | None =
     """Each segment's text (or ``texts``, already labelled by the detector) through the backstop:
     long runs masked within a segment and across a party's consecutive segments a short pause apart."""
     out = [s.text for s in segments] if texts is None else list(texts)
+    # grouped by party, not by the detector's joins (pii_join.channel_stream): on a mono call the
+    # other party's "mm-hmm" between two pieces breaks a join there, and a backstop must fail closed
     parties: dict[tuple[int, str], list[int]] = {}
     for i in sorted(range(len(segments)), key=lambda i: segments[i].start_s):
         parties.setdefault((segments[i].channel, segments[i].role), []).append(i)
@@ -73,3 +77,17 @@ def mask_backstop(segments: Sequence[SegmentText], texts: Sequence[str] | None =
         for i, text in zip(order, mask_runs_across([out[i] for i in order], continues), strict=True):
             out[i] = text
     return [mask_long_digit_runs(text) for text in out]
+
+
+def fail_closed_texts(
+    segments: Sequence[SegmentText], norms: Sequence[Normalized], hits: Sequence[PIIHit], unheard: Ranges
+) -> list[str]:
+    """Each segment's text with the detector's ``hits`` labelled, then failed closed: the
+    ``unheard`` stretches (:func:`pipeline.numbers.unheard.unheard_ranges`) and long digit runs
+    as ``[NUMBER]``."""
+    return mask_backstop(segments, redact_texts(segments, hits, as_numbers(unheard)))
+
+
+def as_numbers(unheard: Ranges) -> dict[int, list[tuple[int, int, str]]]:
+    """The unheard stretches as :func:`pipeline.numbers.pii.redact_texts` labels them: ``[NUMBER]``."""
+    return {i: [(start, end, BACKSTOP_LABEL) for start, end in r] for i, r in unheard.items()}

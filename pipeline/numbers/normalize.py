@@ -31,6 +31,7 @@ _ZH_DIGITS = {
 }  # fmt: skip
 _ZH_SMALL_UNITS = {"十": 10, "百": 100, "千": 1000}
 _ZH_BIG_UNITS = {"万": 10_000, "亿": 100_000_000}
+_MISHEARD_UNIT = {"十": "4"}
 _ZH_NUMERAL_CHARS = frozenset(_ZH_DIGITS) | frozenset(_ZH_SMALL_UNITS) | frozenset(_ZH_BIG_UNITS)
 _MIN_ZH_DIGIT_RUN = 3
 _YAO_AFTER = frozenset("是号码:：")
@@ -306,9 +307,14 @@ def _convert_zh_run(run: list[_Piece], grouped: bool = False) -> list[_Piece]:
             return run
         return [(str(_ZH_DIGITS[s]) if s in _ZH_DIGITS else s, a, b) for s, a, b in run]
     value = parse_chinese_number("".join(chars))
-    if value is None:
+    if value is not None:
+        return [(str(value), run[0][1], run[-1][2])]
+    if zh_count - sum(c in _ZH_SMALL_UNITS or c in _ZH_BIG_UNITS for c in chars) < _MIN_ZH_DIGIT_RUN:
         return run
-    return [(str(value), run[0][1], run[-1][2])]
+    # digits read one by one with a unit among them, no positional number: "三一零一零四一九十五六七…"
+    # (an ID read digit by digit on 16 kHz mono). 十 (shí) there is a digit misheard, most often 四
+    # (sì); other units stay as they are, so the digits either side are still seen as digits.
+    return [(str(_ZH_DIGITS[s]) if s in _ZH_DIGITS else _MISHEARD_UNIT.get(s, s), a, b) for s, a, b in run]
 
 
 def parse_chinese_number(text: str) -> int | None:

@@ -30,7 +30,7 @@ it covers, for redaction.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from pipeline.numbers.model import PIIType, SegmentText
@@ -356,9 +356,14 @@ def _hit(
     return PIIHit(kind, first.role, first.start_s, last.end_s, tuple(parts), confidence)
 
 
-def redact_texts(segments: Sequence[SegmentText], hits: Sequence[PIIHit]) -> list[str]:
-    """Each segment's original text with every PII range replaced by its type label."""
-    ranges: dict[int, list[tuple[int, int, str]]] = {}
+def redact_texts(
+    segments: Sequence[SegmentText],
+    hits: Sequence[PIIHit],
+    also: Mapping[int, Sequence[tuple[int, int, str]]] | None = None,
+) -> list[str]:
+    """Each segment's original text with every PII range replaced by its type label (and the
+    ranges ``also`` gives per segment index, each by its own label)."""
+    ranges: dict[int, list[tuple[int, int, str]]] = {i: list(r) for i, r in (also or {}).items()}
     for hit in hits:
         for idx, o_start, o_end in hit.parts:
             ranges.setdefault(idx, []).append((o_start, o_end, REDACTION_LABEL[hit.type]))

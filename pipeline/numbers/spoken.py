@@ -174,6 +174,42 @@ def cue_end(text: str) -> int:
     return cue[1] if cue else 0
 
 
+# a number's kind and a word for a number, then "is": "my card number is", "the long number on the
+# card is", "the security code is", 卡号是, 身份证号码是. What follows is the number, however it was heard.
+_COPULA = re.compile(r"\b(?:is|are|reads)\b|是|为")
+ANNOUNCE_WITHIN_CHARS = 16  # from the cue's end to the copula: "card| number is", "card| is" (… number on the card is)
+ASK_WITHIN_CHARS = 48  # "… and the security code on the back, please?" as one question
+
+
+def announcements(text: str) -> list[int]:
+    """Where in ``text`` (normalised) a number is announced to start: right after each "is" that
+    follows a cue naming a kind and a word for a number (a card's security code needs none), with
+    no amount word between ("the card limit is …") and not a number's last digits (尾号是)."""
+    out = []
+    for m in _COPULA.finditer(text):
+        before = text[max(0, m.start() - CUE_WITHIN_CHARS) : m.start()]
+        cue = _last_cue(before, _ALL_CUES, _ALL_SOUND_CUES)
+        if cue is None or len(before) - cue[1] > ANNOUNCE_WITHIN_CHARS or _AMOUNT_AFTER_CUE.search(before):
+            continue
+        if _TAIL_WORDS.search(before):  # "my card ending is 3759", 卡号尾号是: a tail names no one (reads_tail)
+            continue
+        if cue[0] == "card_secret" or _EN_NUMBER_WORDS.search(before) or _ZH_NUMBER_WORDS.search(before):
+            out.append(m.end())
+    return out
+
+
+def asks_for_code(text: str) -> bool:
+    """Does ``text`` (normalised) end asking for a card's security code: the last cue in its last
+    ``ASK_WITHIN_CHARS`` characters names one ("… and the security code on the back?")."""
+    cue = _last_cue(text[-ASK_WITHIN_CHARS:], _ALL_CUES, _ALL_SOUND_CUES)
+    return cue is not None and cue[0] == "card_secret"
+
+
+def word_count(text: str) -> int:
+    """Words in ``text`` (normalised), each Chinese character one."""
+    return len(_WORD.findall(text))
+
+
 def digit_count(text: str) -> int:
     """Digits in ``text`` after normalisation (spoken digit words counted as digits)."""
     return sum(ch.isdigit() for ch in normalize(text).text)
@@ -229,4 +265,4 @@ def continues_number(text: str) -> bool:
     Each Chinese character counts as a word: unspaced, a whole sentence ("我的信用卡好像被盗刷了")
     would otherwise be one, and join the number region of the agent's question before it."""
     norm = normalize(text).text
-    return any(ch.isdigit() for ch in norm) or len(_WORD.findall(norm)) <= MAX_CONTINUING_WORDS
+    return any(ch.isdigit() for ch in norm) or word_count(norm) <= MAX_CONTINUING_WORDS

@@ -3,17 +3,19 @@
 Detection is the pure PII detector QA uses too (:func:`pipeline.numbers.pii.find_pii`, spoken and
 written numbers of any script, joined across pauses), and its redaction labels, plus its
 fail-closed backstop (:mod:`pipeline.numbers.backstop`): any written run of 12 or more digits that
-the detector left is masked too, since a transcript leaving the worker cannot be un-published.
+the detector left is masked too, since a transcript leaving the worker cannot be un-published, and
+so is a number said where one is known to be but heard as words (:mod:`pipeline.numbers.unheard`).
 Pure: no Kafka, no engine.
 """
 
 from __future__ import annotations
 
 from pipeline.events import PIISpan, Segment, Transcript, Word
-from pipeline.numbers.backstop import BACKSTOP_LABEL, mask_backstop
+from pipeline.numbers.backstop import BACKSTOP_LABEL, as_numbers, mask_backstop
 from pipeline.numbers.model import SegmentText
 from pipeline.numbers.normalize import DIGIT_HOMOPHONES, normalize
 from pipeline.numbers.pii import REDACTION_LABEL, PIIHit, find_pii, redact_texts
+from pipeline.numbers.unheard import Ranges, unheard_ranges
 from pipeline.stages.word_spans import covered_words
 
 # a ``pii`` span for a run the backstop masked: no detector took it, so it names no kind
@@ -24,11 +26,13 @@ BACKSTOP_CONFIDENCE = 0.2
 def redact_transcript(t: Transcript) -> Transcript:
     """The transcript with PII replaced by labels; ``pii`` lists what was found (type, role, times)."""
     segments = [SegmentText(s.role, s.channel, s.start_s, s.end_s, s.text) for s in t.segments]
-    hits = find_pii(segments, [normalize(s.text) for s in segments])
-    labelled = redact_texts(segments, hits)
+    norms = [normalize(s.text) for s in segments]
+    hits = find_pii(segments, norms)
+    unheard = unheard_ranges(segments, norms, hits)
+    labelled = redact_texts(segments, hits, as_numbers(unheard))
     texts = mask_backstop(segments, labelled)
-    backstopped = [a != b for a, b in zip(labelled, texts, strict=True)]
-    words = _redacted_words(t.segments, hits, backstopped)
+    long_runs = [a != b for a, b in zip(labelled, texts, strict=True)]
+    words = _redacted_words(t.segments, hits, long_runs, unheard)
     return t.model_copy(
         update={
             "segments": [
@@ -40,7 +44,7 @@ def redact_transcript(t: Transcript) -> Transcript:
                 for h in hits
                 for start, end, timed in [pii_times(t.segments, h)]
             ]
-            + [backstop_span(t.segments, i, words[i]) for i, masked in enumerate(backstopped) if masked],
+            + [backstop_span(t.segments, i, words[i]) for i, masked in enumerate(long_runs) if masked or i in unheard],
             "redacted": True,
         }
     )
@@ -56,16 +60,12 @@ def backstop_span(segments: list[Segment], idx: int, words: list[Word] | None) -
         return PIISpan(
             type=BACKSTOP_TYPE, role=seg.role, start_s=seg.start_s, end_s=seg.end_s, confidence=BACKSTOP_CONFIDENCE
         )
-    k, m = masked[0], masked[-1]
-    before = words[k - 1].end_s if k else _previous_end(segments, idx)
-    after = words[m + 1].start_s if m + 1 < len(words) else _next_start(segments, idx)
-    start = min(words[k].start_s, max(before, words[k].start_s - PAUSE_REACH_S))
-    end = max(words[m].end_s, min(after, words[m].end_s + PAUSE_REACH_S))
+    start, end = _widened(segments, (idx, words, masked[0]), (idx, words, masked[-1]))
     return PIISpan(
         type=BACKSTOP_TYPE,
         role=seg.role,
-        start_s=round(start, 3),
-        end_s=round(end, 3),
+        start_s=start,
+        end_s=end,
         confidence=BACKSTOP_CONFIDENCE,
         word_timed=True,
     )
@@ -105,11 +105,22 @@ def pii_times(segments: list[Segment], hit: PIIHit) -> tuple[float, float, bool]
         k -= 1
     while m + 1 < len(tail) and _digit_like(tail[m + 1].text):
         m += 1
+    start, end = _widened(segments, (i, head, k), (j, tail, m))
+    return start, end, True
+
+
+def _widened(
+    segments: list[Segment], first: tuple[int, list[Word], int], last: tuple[int, list[Word], int]
+) -> tuple[float, float]:
+    """From the start of word ``first`` = (segment index, its words, word index) to the end of word
+    ``last``, each edge reaching into the pause beside it (:data:`PAUSE_REACH_S`), up to the word
+    next to it or the channel's neighbouring segment."""
+    (i, head, k), (j, tail, m) = first, last
     before = head[k - 1].end_s if k else _previous_end(segments, i)
     after = tail[m + 1].start_s if m + 1 < len(tail) else _next_start(segments, j)
     start = min(head[k].start_s, max(before, head[k].start_s - PAUSE_REACH_S))
     end = max(tail[m].end_s, min(after, tail[m].end_s + PAUSE_REACH_S))
-    return round(start, 3), round(end, 3), True
+    return round(start, 3), round(end, 3)
 
 
 def _previous_end(segments: list[Segment], idx: int) -> float:
@@ -138,12 +149,18 @@ def _digit_like(word: str) -> bool:
     return w in DIGIT_HOMOPHONES or w in ZERO_SOUNDALIKES or any(ch.isdigit() for ch in w)
 
 
-def _redacted_words(segments: list[Segment], hits: list[PIIHit], backstopped: list[bool]) -> list[list[Word] | None]:
-    """Each segment's words with a PII word's text as its label; in a segment the backstop
-    masked, every word with a digit too (its text must not say what the segment no longer does)."""
+def _redacted_words(
+    segments: list[Segment], hits: list[PIIHit], long_runs: list[bool], unheard: Ranges
+) -> list[list[Word] | None]:
+    """Each segment's words with a PII word's text as its label, an unheard number's as the
+    backstop's; in a segment whose long digit run the backstop masked, every word with a digit too
+    (its text must not say what the segment no longer does)."""
     labels: dict[tuple[int, int], str] = {}
     for hit in hits:
         labels.update((key, REDACTION_LABEL[hit.type]) for key in pii_words(segments, hit))
+    for idx, ranges in unheard.items():
+        triples = [(w.start_s, w.end_s, w.text) for w in segments[idx].words or []]
+        labels.update(((idx, k), BACKSTOP_LABEL) for k in covered_words(segments[idx].text, triples, ranges))
     out: list[list[Word] | None] = []
     for i, seg in enumerate(segments):
         if seg.words is None:
@@ -152,7 +169,7 @@ def _redacted_words(segments: list[Segment], hits: list[PIIHit], backstopped: li
         words = []
         for k, w in enumerate(seg.words):
             text = labels.get((i, k), w.text)
-            if backstopped[i] and any(ch.isdigit() for ch in text):
+            if long_runs[i] and any(ch.isdigit() for ch in text):
                 text = BACKSTOP_LABEL
             words.append(w.model_copy(update={"text": text}))
         out.append(words)

@@ -269,3 +269,16 @@ def test_a_long_run_the_model_cut_over_two_segments_is_masked_in_both() -> None:
 def test_runs_apart_or_short_together_stay(first: str, second: str, gap_s: float) -> None:
     t = redact_transcript(call((first, 1.0, 3.0), (second, 3.0 + gap_s, 6.0 + gap_s)))
     assert text_of(t) == f"{first} {second}" and t.pii == []
+
+
+def test_a_long_run_is_masked_over_the_other_partys_interjection_on_a_mono_call() -> None:
+    # one channel, two roles: the agent's "mm-hmm" between the pieces breaks the detector's join,
+    # the backstop groups by party and still masks both pieces
+    segments = [
+        Segment(role="customer", channel=0, start_s=0.0, end_s=3.0, text="it is 4532 1234"),
+        Segment(role="agent", channel=0, start_s=3.1, end_s=3.5, text="mm-hmm"),
+        Segment(role="customer", channel=0, start_s=3.6, end_s=6.0, text="5678 9012 5555."),
+    ]
+    t = redact_transcript(call().model_copy(update={"segments": segments, "channels": 1}))
+    assert [s.text for s in t.segments] == ["it is [NUMBER]", "mm-hmm", "[NUMBER]."]
+    assert [p.type for p in t.pii] == ["unclassified_number", "unclassified_number"]

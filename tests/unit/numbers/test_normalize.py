@@ -81,3 +81,11 @@ def test_asr_spellings_of_spoken_digits():
     assert normalize("five for three").text == "543"  # a homophone between digits
     assert normalize("I want to go for 2 days").text == "i want to go for 2 days"
     assert normalize("幺三，八一二三").text == "13 8123"  # a short run beside a number
+
+
+def test_a_digit_string_with_a_unit_misheard_in_it_is_still_digits():
+    # an ID read digit by digit came out with 十 in it (16 kHz mono): no positional number, so its
+    # digits are digits, 十 the 四 it most often is
+    assert normalize("身份证号码是三一零一零四一九十五六七二五八五三一。").text == "身份证号码是310104194567258531"
+    assert normalize("三十五").text == "35" and normalize("一九八五年").text == "1985年"
+    assert normalize("一百二十三万").text == "1230000"
