@@ -19,10 +19,11 @@ already digits, punctuation as spaces), so "double five", "oh", 幺 and 两 are 
 
 from __future__ import annotations
 
+import bisect
 import re
 
 from pipeline.numbers.model import PIIType
-from pipeline.numbers.normalize import is_cjk, normalize
+from pipeline.numbers.normalize import Normalized, is_cjk, normalize
 from pipeline.numbers.sound import SoundPhrase
 
 MIN_CUED_DIGITS = 9  # an 11-digit mobile with two digits lost; longer than any amount said digit by digit
@@ -181,13 +182,18 @@ ANNOUNCE_WITHIN_CHARS = 16  # from the cue's end to the copula: "card| number is
 ASK_WITHIN_CHARS = 48  # "… and the security code on the back, please?" as one question
 
 
-def announcements(text: str) -> list[int]:
-    """Where in ``text`` (normalised) a number is announced to start: right after each "is" that
-    follows a cue naming a kind and a word for a number (a card's security code needs none), with
-    no amount word between ("the card limit is …") and not a number's last digits (尾号是)."""
-    out = []
+def announcements(norm: Normalized) -> list[int]:
+    """Where in a normalised text a number is announced to start: right after each "is" that
+    follows, in its own clause, a cue naming a kind and a word for a number (a card's security code
+    needs none), with no amount word between ("the card limit is …") and not a number's last
+    digits (尾号是). The clause is the original text's: normalising drops the punctuation that
+    ends "…您的手机号码。系统显示您的账户目前是正常状态"."""
+    text, out = norm.text, []
     for m in _COPULA.finditer(text):
-        before = text[max(0, m.start() - CUE_WITHIN_CHARS) : m.start()]
+        head = norm.original[: norm.starts[m.start()]]
+        clause_start = len(head) - len(_CLAUSE_END.split(head)[-1])  # in the original text
+        first = bisect.bisect_left(norm.starts, clause_start, 0, m.start())
+        before = text[max(first, m.start() - CUE_WITHIN_CHARS) : m.start()]
         cue = _last_cue(before, _ALL_CUES, _ALL_SOUND_CUES)
         if cue is None or len(before) - cue[1] > ANNOUNCE_WITHIN_CHARS or _AMOUNT_AFTER_CUE.search(before):
             continue
@@ -196,6 +202,9 @@ def announcements(text: str) -> list[int]:
         if cue[0] == "card_secret" or _EN_NUMBER_WORDS.search(before) or _ZH_NUMBER_WORDS.search(before):
             out.append(m.end())
     return out
+
+
+_CLAUSE_END = re.compile(r"[.?!;。？！；，,]\s*")
 
 
 def asks_for_code(text: str) -> bool:

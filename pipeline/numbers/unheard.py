@@ -44,11 +44,11 @@ def unheard_ranges(segments: Sequence[SegmentText], norms: Sequence[Normalized],
     order = sorted(range(len(segments)), key=lambda i: (segments[i].start_s, i))
     out: Ranges = {}
     for pos, i in enumerate(order):
-        for at in announcements(norms[i].text):
+        for at in announcements(norms[i]):
             _add(out, segments, _until_found(segments, _announced(segments, norms, order, pos, at), found))
         question = _question_before(segments, i)
         if question is not None and _answers(segments[question], segments[i]) and _asks(norms[question].text):
-            lead = _answer_lead(norms[i].text)
+            lead = _answer_lead(norms[i])
             stretch = [(i, _original(norms[i], lead) if lead else 0, len(segments[i].text))]
             if word_count(norms[i].text) <= MAX_CODE_ANSWER_WORDS and not names_amount(segments[i].text):
                 _add(out, segments, _until_found(segments, stretch, found, need_digit=False))
@@ -61,12 +61,12 @@ _OPENER = re.compile(r"\b(?:is|s)\b")
 OPENER_WITHIN_CHARS = 32
 
 
-def _answer_lead(text: str) -> int:
-    """Where the code starts in an answer (normalised): after its announcement ("the security code
-    is"), else after an opening "is" in its first ``OPENER_WITHIN_CHARS``, else after a cue, else 0."""
-    said = announcements(text)
-    opener = _OPENER.search(text, 0, OPENER_WITHIN_CHARS)
-    return said[-1] if said else opener.end() if opener else cue_end(text)
+def _answer_lead(norm: Normalized) -> int:
+    """Where the code starts in an answer (normalised offset): after its announcement ("the security
+    code is"), else after an opening "is" in its first ``OPENER_WITHIN_CHARS``, else after a cue, else 0."""
+    said = announcements(norm)
+    opener = _OPENER.search(norm.text, 0, OPENER_WITHIN_CHARS)
+    return said[-1] if said else opener.end() if opener else cue_end(norm.text)
 
 
 def _original(norm: Normalized, at: int) -> int:

@@ -83,3 +83,12 @@ def test_redaction_masks_the_text_and_gives_an_unclassified_span_qa_does_not_jud
     result = QAEngine.from_paths().evaluate(t)
     assert not [f for f in result.findings if f.rule_id.startswith("pii.")]
     assert [s.text for s in result.redacted_segments] == [segments[0].text, "A code is [NUMBER]."]
+
+
+def test_an_announcement_is_read_within_its_clause() -> None:
+    # normalising drops the 。 between the question for a mobile and "the account is fine": no announcement
+    assert masked(
+        ("mixed", 0, 0.0, 6.0, "请您提供一下您的手机号码。系统显示您的账户目前是正常的。"),
+        ("mixed", 0, 6.5, 12.0, "一三八零零一三八零零零"),
+    ) == {}
+    assert masked(("customer", 1, 0.0, 4.0, "Your card number? It is 4532.")) == {}
