@@ -213,12 +213,8 @@ def _answered_number(
     lead = stream[at : first.start]
     if len(lead) - cue_end(lead) > ANSWER_LEAD_CHARS or names_amount(lead):
         return []
-    answer = segments[idx]
-    before = [i for i, q in enumerate(segments) if q.start_s < answer.start_s and q.end_s <= answer.start_s + 0.5]
-    if not before:
-        return []
-    question = max(before, key=lambda i: segments[i].end_s)
-    if answer.start_s - segments[question].end_s > ANSWER_WITHIN_S:
+    question = question_before(segments, idx)
+    if question is None:
         return []
     line_end = stream.find("\n", chain[-1].end)
     after = stream[chain[-1].end : line_end if line_end >= 0 else len(stream)]
@@ -229,6 +225,17 @@ def _answered_number(
         end = at + len(norms[idx].text)
         return [(first, _Group(end, end, "", False, False), "card_secret", MISHEARD_CONFIDENCE)]
     return [(first, chain[-1], kind, CUED_CONFIDENCE)] if kind else []
+
+
+def question_before(segments: Sequence[SegmentText], idx: int) -> int | None:
+    """The segment a turn answers: the one that ended last before segment ``idx`` started (or half a
+    second into it), within ``ANSWER_WITHIN_S`` (the other party's, or the same channel's on a mono call)."""
+    answer = segments[idx]
+    before = [i for i, q in enumerate(segments) if q.start_s < answer.start_s and q.end_s <= answer.start_s + 0.5]
+    if not before:
+        return None
+    question = max(before, key=lambda i: segments[i].end_s)
+    return question if answer.start_s - segments[question].end_s <= ANSWER_WITHIN_S else None
 
 
 def _cue_kind(groups: list[_Group], stream: str) -> PIIType | None:

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 from pipeline.numbers.model import SegmentText
 from pipeline.numbers.normalize import Normalized, normalize
-from pipeline.numbers.pii import ANSWER_WITHIN_S, PIIHit
+from pipeline.numbers.pii import PIIHit, question_before
 from pipeline.numbers.pii_join import MAX_JOIN_GAP_S
 from pipeline.numbers.spoken import announcements, asks_for_code, cue_end, names_amount, word_count
 
@@ -46,7 +46,7 @@ def unheard_ranges(segments: Sequence[SegmentText], norms: Sequence[Normalized],
     for pos, i in enumerate(order):
         for at in announcements(norms[i]):
             _add(out, segments, _until_found(segments, _announced(segments, norms, order, pos, at), found))
-        question = _question_before(segments, i)
+        question = question_before(segments, i)
         if question is not None and _answers(segments[question], segments[i]) and _asks(norms[question].text):
             lead = _answer_lead(norms[i])
             stretch = [(i, _original(norms[i], lead) if lead else 0, len(segments[i].text))]
@@ -139,17 +139,6 @@ def _until_found(
 def _digit_heard(text: str) -> bool:
     """A digit or a digit word in ``text`` (not a homophone: "to" and "for" are in most sentences)."""
     return any(ch.isdigit() for ch in normalize(text).text)
-
-
-def _question_before(segments: Sequence[SegmentText], i: int) -> int | None:
-    """The segment that ended last before segment ``i`` started, within ``ANSWER_WITHIN_S``
-    (the other party's, or the same channel's on a mono call), as the detector pairs them."""
-    seg = segments[i]
-    before = [k for k, q in enumerate(segments) if q.start_s < seg.start_s and q.end_s <= seg.start_s + 0.5]
-    if not before:
-        return None
-    question = max(before, key=lambda k: segments[k].end_s)
-    return question if seg.start_s - segments[question].end_s <= ANSWER_WITHIN_S else None
 
 
 def _asks(question: str) -> bool:
