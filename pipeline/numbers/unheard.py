@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from pipeline.intervals import merge_intervals
 from pipeline.numbers.model import SegmentText
 from pipeline.numbers.normalize import Normalized, normalize
 from pipeline.numbers.pii import PIIHit, question_before
@@ -52,7 +53,7 @@ def unheard_ranges(segments: Sequence[SegmentText], norms: Sequence[Normalized],
             stretch = [(i, _original(norms[i], lead) if lead else 0, len(segments[i].text))]
             if word_count(norms[i].text) <= MAX_CODE_ANSWER_WORDS and not names_amount(segments[i].text):
                 _add(out, segments, _until_found(segments, stretch, found, need_digit=False))
-    return {i: _merged(r) for i, r in out.items()}
+    return {i: merge_intervals(r) for i, r in out.items()}
 
 
 # how an answer opens before the code: "it's", "the code is", "sure, it is" (heard as "a code is",
@@ -165,13 +166,3 @@ def _add(out: Ranges, segments: Sequence[SegmentText], stretch: list[tuple[int, 
 
 
 _WORD_OR_LABEL = re.compile(r"(\[[A-Z_]+\])|\w+(?:'\w+)*")
-
-
-def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-    for start, end in sorted(ranges):
-        if out and start <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], end))
-        else:
-            out.append((start, end))
-    return out

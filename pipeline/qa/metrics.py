@@ -12,25 +12,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from pipeline.intervals import merge_intervals
 from pipeline.numbers.model import SegmentText
 from pipeline.numbers.normalize import is_cjk
 from pipeline.qa.model import CallText, LanguageNote
 
 Interval = tuple[float, float]
 Language = Literal["zh", "en"]  # what speech rate is counted in: characters or words
-
-
-def merge_intervals(intervals: Iterable[Interval]) -> list[Interval]:
-    """Union of [start, end) intervals, sorted, touching ones joined."""
-    merged: list[Interval] = []
-    for start, end in sorted(intervals):
-        if end <= start:
-            continue
-        if merged and start <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
-        else:
-            merged.append((start, end))
-    return merged
 
 
 def total_s(intervals: Iterable[Interval]) -> float:

@@ -15,6 +15,8 @@ from typing import Literal
 
 import numpy as np
 
+from pipeline.intervals import merge_intervals
+
 Mode = Literal["silence", "tone"]
 GUARD_S = 0.08  # word boundaries from the alignment heads are tens of ms off; a guard covers them
 TONE_HZ = 1000.0
@@ -48,17 +50,7 @@ def sample_ranges(
         hi = min(frames, math.ceil((s.end_s + guard_s) * rate))
         if hi > lo:
             raw.setdefault(s.channel, []).append((lo, hi))
-    return {ch: _merged(ranges) for ch, ranges in raw.items()}
-
-
-def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-    for lo, hi in sorted(ranges):
-        if out and lo <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], hi))
-        else:
-            out.append((lo, hi))
-    return out
+    return {ch: merge_intervals(ranges) for ch, ranges in raw.items()}
 
 
 def redact_samples(
