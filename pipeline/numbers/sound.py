@@ -22,6 +22,8 @@ from importlib.resources import files
 from pipeline.numbers.normalize import is_cjk
 
 _NUMERALS = frozenset("零〇一幺二两三四五六七八九")  # a digit said is not a misheard word (百 is also 白)
+# nor is a sentence's particle: 安全吗 asks "is it safe?", it is not 安全码 (a card's security code)
+_PARTICLES = frozenset("吗嘛么呢吧啊呀")
 _FIRST_CODE = 0xF0000  # Supplementary Private Use Area-A: no text character is mistaken for a syllable
 _codes: dict[str, str] = {}
 _lock = threading.Lock()
@@ -68,8 +70,9 @@ class SoundPhrase:
 
     def finditer(self, text: str) -> Iterator[tuple[int, int]]:
         """[start, end) of each stretch of normalised ``text`` that sounds like the phrase and
-        keeps one of its characters in place (the phrase itself included). A Chinese numeral
-        heard in place of another character does not count ("去四楼" is not "去死")."""
+        keeps one of its characters in place (the phrase itself included). A Chinese numeral or a
+        particle heard in place of another character does not count ("去四楼" is not "去死", "安全吗"
+        is not "安全码")."""
         key = sound_key(text)
         start = key.find(self.key)
         while start != -1:
@@ -78,7 +81,7 @@ class SoundPhrase:
             heard = text[start:end]
             if (
                 any(a == b for a, b in pairs)
-                and not any(a != b and a in _NUMERALS for a, b in pairs)
+                and not any(a != b and (a in _NUMERALS or a in _PARTICLES) for a, b in pairs)
                 and (heard == self.norm or not is_word(heard))
             ):
                 yield start, end

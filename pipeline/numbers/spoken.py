@@ -121,12 +121,22 @@ def _last_cue(
 ) -> tuple[PIIType, int] | None:
     """The last of ``cues`` (or of the Chinese cue words ``sounds``, said or heard as homophones)
     in ``text``: the type it names and where it ends."""
+    span = _last_cue_span(text, cues, sounds)
+    return (span[0], span[2]) if span else None
+
+
+def _last_cue_span(
+    text: str,
+    cues: tuple[tuple[re.Pattern[str], PIIType], ...],
+    sounds: tuple[tuple[SoundPhrase, PIIType], ...] = (),
+) -> tuple[PIIType, int, int] | None:
+    """As :func:`_last_cue`, with where the cue starts."""
     spans = [(m.start(), kind, m.end()) for pattern, kind in cues for m in pattern.finditer(text)]
     if sounds and any(is_cjk(ch) for ch in text):
         spans += [(a, kind, b) for word, kind in sounds for a, b in word.finditer(text)]
     # of cues starting at one place the longest names the kind ("card verification" over "card")
     best = max(spans, key=lambda span: (span[0], span[2]), default=None)
-    return (best[1], best[2]) if best else None
+    return (best[1], best[0], best[2]) if best else None
 
 
 def cued_type(before: str, digits: str, after: str = "") -> PIIType | None:
@@ -209,9 +219,24 @@ _CLAUSE_END = re.compile(r"[.?!;。？！；，,]\s*")
 
 def asks_for_code(text: str) -> bool:
     """Does ``text`` (normalised) end asking for a card's security code: the last cue in its last
-    ``ASK_WITHIN_CHARS`` characters names one ("… and the security code on the back?")."""
-    cue = _last_cue(text[-ASK_WITHIN_CHARS:], _ALL_CUES, _ALL_SOUND_CUES)
-    return cue is not None and cue[0] == "card_secret"
+    ``ASK_WITHIN_CHARS`` characters names one ("… and the security code on the back?"), and no word
+    near it speaks of the secret rather than asking for it (:data:`_SECRET_HANDLED`)."""
+    tail = text[-ASK_WITHIN_CHARS:]
+    cue = _last_cue_span(tail, _ALL_CUES, _ALL_SOUND_CUES)
+    if cue is None or cue[0] != "card_secret":
+        return False
+    near = tail[max(0, cue[1] - HANDLED_WITHIN_CHARS) : cue[2] + HANDLED_WITHIN_CHARS]
+    return not _SECRET_HANDLED.search(near)
+
+
+# a secret spoken of, not asked for: forgotten, reset, keyed in, never to be told ("did you forget
+# your PIN?", 您是要重置密码吗, 请先输入交易密码, 请不要向任何人透露密码). Whatever answers such a
+# question ("yes", 对，我忘了) holds no code.
+_SECRET_HANDLED = re.compile(
+    r"\b(?:forg[eo]t\w*|reset\w*|chang\w*|unlock\w*|lock\w*|block\w*|enter\w*|type|shar\w*|never)\b"
+    r"|重置|重设|修改|更改|忘|记得|设置|输入|锁|冻结|透露|泄露|任何人|不要|不会"
+)
+HANDLED_WITHIN_CHARS = 12
 
 
 def word_count(text: str) -> int:

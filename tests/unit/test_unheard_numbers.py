@@ -92,3 +92,19 @@ def test_an_announcement_is_read_within_its_clause() -> None:
         ("mixed", 0, 6.5, 12.0, "一三八零零一三八零零零"),
     ) == {}
     assert masked(("customer", 1, 0.0, 4.0, "Your card number? It is 4532.")) == {}
+
+
+def test_an_answer_to_a_question_that_speaks_of_a_secret_without_asking_for_it_keeps_its_words() -> None:
+    for question in ("您好，请问您是要办理密码重置吗？", "请问您是忘记密码了吗", "请您先输入交易密码",
+                     "请问您还记得查询密码吗", "Did you forget your PIN?", "Would you like to reset your PIN?"):
+        assert masked(("agent", 0, 0.3, 4.1, question), ("customer", 1, 5.0, 7.0, "对，我忘了。")) == {}, question
+    # asked for, it is masked as before
+    assert masked(("agent", 0, 0.3, 4.1, "请问卡背面的安全码是多少？"), ("customer", 1, 5.0, 7.0, "稍等，我看一下。")) == {
+        1: ["稍等，我看一下"]
+    }
+
+
+def test_is_it_safe_is_no_security_code() -> None:
+    # 安全吗 ("is it safe?") sounds as 安全码 does, toneless: a particle is no misheard character
+    assert masked(("agent", 0, 0.3, 4.1, "您觉得这样操作安全吗？"), ("customer", 1, 5.0, 7.0, "应该没问题吧。")) == {}
+    assert masked(("agent", 0, 0.3, 4.1, "请问卡背面的安全马是多少？"), ("customer", 1, 5.0, 7.0, "嗯，稍等。")) == {1: ["嗯，稍等"]}
