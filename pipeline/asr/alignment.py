@@ -32,11 +32,10 @@ from pipeline.asr.model import KVCache
 from pipeline.asr.packing import RATE, PackedWindow, pack_regions
 from pipeline.asr.transcript import CallTranscript, Segment
 from pipeline.asr.windows import WindowRunner
-from pipeline.numbers.backstop import mask_backstop
+from pipeline.numbers.backstop import fail_closed
 from pipeline.numbers.model import SegmentText
 from pipeline.numbers.normalize import normalize
 from pipeline.numbers.pii import find_pii
-from pipeline.numbers.unheard import unheard_ranges
 
 WordMode = Literal["pii", "all", "off"]
 PAD_S = 0.25  # audio kept either side of a segment's decoder times (they are cut tight)
@@ -65,11 +64,7 @@ def segments_to_time(segments: Sequence[Segment], mode: WordMode) -> list[int]:
         return list(range(len(segments)))
     texts = [SegmentText(s.role, s.channel, s.start_s, s.end_s, s.text) for s in segments]
     norms = [normalize(t.text) for t in texts]
-    hits = find_pii(texts, norms)
-    unheard = unheard_ranges(texts, norms, hits)
-    chosen = {idx for hit in hits for idx, _, _ in hit.parts} | set(unheard)
-    chosen |= {i for i, (masked, t) in enumerate(zip(mask_backstop(texts), texts, strict=True)) if masked != t.text}
-    return sorted(chosen)
+    return fail_closed(texts, norms, find_pii(texts, norms)).touched()
 
 
 @dataclass(frozen=True, eq=False)

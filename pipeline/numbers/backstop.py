@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from pipeline.numbers.model import SegmentText
 from pipeline.numbers.normalize import Normalized, ascii_digits
 from pipeline.numbers.pii import PIIHit, redact_texts
 from pipeline.numbers.pii_join import MAX_JOIN_GAP_S
-from pipeline.numbers.unheard import Ranges
+from pipeline.numbers.unheard import Ranges, unheard_ranges
 
 BACKSTOP_LABEL = "[NUMBER]"
 # 12+ digits, allowing the separators people and ASR put between groups or digits: space, dash,
@@ -79,13 +80,30 @@ def mask_backstop(segments: Sequence[SegmentText], texts: Sequence[str] | None =
     return [mask_long_digit_runs(text) for text in out]
 
 
-def fail_closed_texts(
-    segments: Sequence[SegmentText], norms: Sequence[Normalized], hits: Sequence[PIIHit], unheard: Ranges
-) -> list[str]:
-    """Each segment's text with the detector's ``hits`` labelled, then failed closed: the
-    ``unheard`` stretches (:func:`pipeline.numbers.unheard.unheard_ranges`) and long digit runs
-    as ``[NUMBER]``."""
-    return mask_backstop(segments, redact_texts(segments, hits, as_numbers(unheard)))
+@dataclass(frozen=True)
+class FailClosed:
+    """A call's segments as redaction leaves them: the detector's ``hits`` labelled, then failed
+    closed (the ``unheard`` stretches, :func:`pipeline.numbers.unheard.unheard_ranges`, and long
+    digit runs as ``[NUMBER]``). The one composition the worker's redaction, its choice of the
+    segments to time word by word, and the QA engine's redacted copy all read."""
+
+    hits: list[PIIHit]
+    unheard: Ranges
+    texts: list[str]
+    long_runs: list[bool]  # per segment: a long digit run masked in it
+
+    def touched(self) -> list[int]:
+        """Indices of the segments anything was taken out of."""
+        parts = {idx for hit in self.hits for idx, _, _ in hit.parts}
+        return sorted(parts | set(self.unheard) | {i for i, masked in enumerate(self.long_runs) if masked})
+
+
+def fail_closed(segments: Sequence[SegmentText], norms: Sequence[Normalized], hits: Sequence[PIIHit]) -> FailClosed:
+    """The segments with the detector's ``hits`` (found on ``norms``) and what fails closed taken out."""
+    unheard = unheard_ranges(segments, norms, hits)
+    labelled = redact_texts(segments, hits, as_numbers(unheard))
+    texts = mask_backstop(segments, labelled)
+    return FailClosed(list(hits), unheard, texts, [a != b for a, b in zip(labelled, texts, strict=True)])
 
 
 def as_numbers(unheard: Ranges) -> dict[int, list[tuple[int, int, str]]]:

@@ -13,10 +13,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pipeline.numbers.backstop import fail_closed_texts
+from pipeline.numbers.backstop import fail_closed
 from pipeline.numbers.model import PIIType, SegmentText
 from pipeline.numbers.pii import PII_TYPES, UNCHECKED_TYPES, PIIHit, find_pii
-from pipeline.numbers.unheard import unheard_ranges
 from pipeline.qa import metrics
 from pipeline.qa.context import KNOWN_ROLES, CallContext, evidence, normalize_all, prepare
 from pipeline.qa.model import CallQAResult, CallText, Finding, PIISpan, call_text_from
@@ -68,7 +67,7 @@ class QAEngine:
         norms = normalize_all(call)
         found = find_pii(call.segments, norms, self.redact_types)
         # the worker's fail-closed backstop too: a transcript may reach QA unredacted (raw, or from 1.0)
-        redacted = fail_closed_texts(call.segments, norms, found, unheard_ranges(call.segments, norms, found))
+        redacted = fail_closed(call.segments, norms, found).texts
         hits = found + _masked_before(source, call.segments, found)
         ctx = prepare(call, redacted, norms, hits)
         foreign = metrics.unsupported_language(call)

@@ -11,11 +11,11 @@ Pure: no Kafka, no engine.
 from __future__ import annotations
 
 from pipeline.events import PIISpan, Segment, Transcript, Word
-from pipeline.numbers.backstop import BACKSTOP_LABEL, as_numbers, mask_backstop
+from pipeline.numbers.backstop import BACKSTOP_LABEL, fail_closed
 from pipeline.numbers.model import SegmentText
 from pipeline.numbers.normalize import DIGIT_HOMOPHONES, normalize
-from pipeline.numbers.pii import REDACTION_LABEL, PIIHit, find_pii, redact_texts
-from pipeline.numbers.unheard import Ranges, unheard_ranges
+from pipeline.numbers.pii import REDACTION_LABEL, PIIHit, find_pii
+from pipeline.numbers.unheard import Ranges
 from pipeline.stages.word_spans import covered_words
 
 # a ``pii`` span for a run the backstop masked: no detector took it, so it names no kind
@@ -27,12 +27,9 @@ def redact_transcript(t: Transcript) -> Transcript:
     """The transcript with PII replaced by labels; ``pii`` lists what was found (type, role, times)."""
     segments = [SegmentText(s.role, s.channel, s.start_s, s.end_s, s.text) for s in t.segments]
     norms = [normalize(s.text) for s in segments]
-    hits = find_pii(segments, norms)
-    unheard = unheard_ranges(segments, norms, hits)
-    labelled = redact_texts(segments, hits, as_numbers(unheard))
-    texts = mask_backstop(segments, labelled)
-    long_runs = [a != b for a, b in zip(labelled, texts, strict=True)]
-    words = _redacted_words(t.segments, hits, long_runs, unheard)
+    out = fail_closed(segments, norms, find_pii(segments, norms))
+    hits, texts, long_runs = out.hits, out.texts, out.long_runs
+    words = _redacted_words(t.segments, hits, long_runs, out.unheard)
     return t.model_copy(
         update={
             "segments": [
@@ -44,7 +41,11 @@ def redact_transcript(t: Transcript) -> Transcript:
                 for h in hits
                 for start, end, timed in [pii_times(t.segments, h)]
             ]
-            + [backstop_span(t.segments, i, words[i]) for i, masked in enumerate(long_runs) if masked or i in unheard],
+            + [
+                backstop_span(t.segments, i, words[i])
+                for i, masked in enumerate(long_runs)
+                if masked or i in out.unheard
+            ],
             "redacted": True,
         }
     )
