@@ -26,7 +26,8 @@ from pipeline.lineage import lineage_of, replay_id_of
 #      DeadLetter headers, group, replay_id, truncated, original_payload_bytes; reason object_changed;
 #      AudioRedacted (audio.redacted); DeadLetter stage redact, reason write_failed;
 #      AudioRedacted.original_replaced (optional, false when absent); Transcript.untranscribed (optional)
-SCHEMA_VERSION = "1.2"
+# 1.3: UntranscribedSpeech.why faint (readers of 1.2 refuse the value: upgrade readers first)
+SCHEMA_VERSION = "1.3"
 SUPPORTED_MAJOR = 1
 
 Role = str  # "agent" | "customer" | "mixed", or an operator's own label
@@ -183,9 +184,10 @@ class UntranscribedSpeech(Contract):
     channel: int
     start_s: float = Field(ge=0)
     end_s: float = Field(ge=0)
-    why: Literal["no_speech", "loop", "stepped_over", "unfinished"] = Field(
+    why: Literal["no_speech", "loop", "stepped_over", "unfinished", "faint"] = Field(
         description="no_speech: the model judged it no speech; loop: every decode of it looped from its start; "
-        "stepped_over / unfinished: the last decode passed over it or stopped before it")
+        "stepped_over / unfinished: the last decode passed over it or stopped before it; faint (since 1.3): "
+        "speech heard only with the line's stationary noise taken out (under the noise), not decoded")
 
 
 class Transcript(Replayed):

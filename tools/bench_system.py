@@ -64,6 +64,7 @@ CONFIGS: dict[str, dict[str, object]] = {
     "callqa-onset60": {"vad": {"onset_pad_ms": 60}},
     "callqa-onset150": {"vad": {"onset_pad_ms": 150}},
     "callqa-pad200": {"vad": {"speech_pad_ms": 200, "onset_pad_ms": 200}},
+    "callqa-no-faint": {"vad": {"faint_speech": False}},  # no faint speech looked for (pipeline/asr/vad.py)
 }
 
 

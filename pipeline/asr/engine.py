@@ -259,9 +259,10 @@ class Engine:
         """Transcribe calls together; windows of all calls share model batches."""
         timings = [defaultdict(float) for _ in calls]
         self.last_batch_stats = []
-        windows = self._find_windows(calls, timings)
+        windows, faint = self._find_windows(calls, timings)
         decoded = self._decode(windows, timings)
-        out = [self._assemble(i, call, [d for w in windows if w.call == i for d in decoded[id(w)]], timings[i])
+        out = [self._assemble(i, call, [d for w in windows if w.call == i for d in decoded[id(w)]], timings[i],
+                              faint[i])
                for i, call in enumerate(calls)]
         if self.numbers is not None:
             out = self.numbers.run(out, windows)
@@ -274,15 +275,22 @@ class Engine:
 
     # -- stages -------------------------------------------------------------------------------
 
-    def _find_windows(self, calls: Sequence[CallAudio], timings: list[defaultdict]) -> list[_Window]:
+    def _find_windows(
+        self, calls: Sequence[CallAudio], timings: list[defaultdict]
+    ) -> tuple[list[_Window], list[list[Untranscribed]]]:
+        """The calls' packed windows, and per call its faint speech (not decoded: pipeline/asr/vad.py)."""
         windows: list[_Window] = []
+        faint: list[list[Untranscribed]] = []
         for i, call in enumerate(calls):
             t0 = time.perf_counter()
             samples = resample(call.samples, call.sample_rate, SAMPLE_RATE)
             if self.opts.raise_quiet_calls:
                 samples = at_speech_level(samples)
             t1 = time.perf_counter()
-            for ch, regions in enumerate(self.vad.channel_regions(samples)):
+            speech = self.vad.channel_speech(samples)
+            faint.append([Untranscribed(ch, a / SAMPLE_RATE, b / SAMPLE_RATE, "faint")
+                          for ch, s in enumerate(speech) for a, b in s.faint])
+            for ch, regions in enumerate(s.regions for s in speech):
                 stream = np.ascontiguousarray(samples[ch])
                 if self.separator is not None and self.separator.wants(call.roles):
                     self._mono[i] = (stream, regions)
@@ -292,7 +300,7 @@ class Engine:
                     windows += [_Window(i, ch, w, stream) for w in turns]
             timings[i]["resample_s"] += t1 - t0
             timings[i]["vad_s"] += time.perf_counter() - t1
-        return windows
+        return windows, faint
 
     def _decode(self, windows: list[_Window], timings: list[defaultdict]) -> dict[int, list[_Decoded]]:
         """Decode every window, then, in further batched passes, what a pass left out: the rest
@@ -443,12 +451,12 @@ class Engine:
         return not (result.no_speech_prob > o.no_speech_threshold and result.avg_logprob < o.logprob_threshold)
 
     def _assemble(self, index: int, call: CallAudio, decoded: list[_Decoded],
-                  timings: dict[str, float]) -> CallTranscript:
+                  timings: dict[str, float], faint: list[Untranscribed]) -> CallTranscript:
         segments: list[Segment] = []
         votes: dict[int, Counter] = defaultdict(Counter)
         weighted: dict[tuple[int, str], float] = defaultdict(float)  # language probability x seconds
         foreign: set[tuple[int, str]] = set()
-        untranscribed: list[Untranscribed] = []
+        untranscribed = list(faint)
         for d in decoded:
             w, language = d.window, d.result.language
             # as for a piece stepped over, under MIN_SKIPPED_S of speech is no turn (a rest's last 36 ms)

@@ -25,8 +25,9 @@ class Segment:
 
 
 # why speech the VAD heard has no text: Whisper's no-speech rule; decodes that kept looping from
-# its start; a decode that stepped over it (another voice) or stopped before it, with no pass left
-DropReason = Literal["no_speech", "loop", "stepped_over", "unfinished"]
+# its start; a decode that stepped over it (another voice) or stopped before it, with no pass left;
+# faint speech, heard only with the line's noise taken out and not decoded (pipeline/asr/vad.py)
+DropReason = Literal["no_speech", "loop", "stepped_over", "unfinished", "faint"]
 
 
 @dataclass(frozen=True, order=True)
