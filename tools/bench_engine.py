@@ -104,6 +104,16 @@ def run_system(system: str, folder: Path, args: argparse.Namespace) -> dict:
     return result
 
 
+def untranscribed_s(outputs: list[dict]) -> dict[str, float]:
+    """Seconds of speech a system says it left without text, by why (callqa's ``untranscribed``; the
+    peers say nothing of what they drop)."""
+    out: dict[str, float] = {}
+    for call in outputs:
+        for _, start, end, why in call.get("untranscribed", []):
+            out[why] = round(out.get(why, 0.0) + end - start, 1)
+    return out
+
+
 def bench_part(part: str, folder: Path, args: argparse.Namespace) -> dict:
     calls = corpus(folder, part, args.minutes, args.seed)
     audio_s = sum(c.duration_s for c in calls)
@@ -115,8 +125,10 @@ def bench_part(part: str, folder: Path, args: argparse.Namespace) -> dict:
     reports = []
     for system in filter(None, args.systems.split(",")):
         result = run_system(system, folder, args)
-        us = units(calls, result.pop("calls"))
-        reports.append({**result, "overall": figures(us), "conditions": by_condition(us)})
+        outputs = result.pop("calls")
+        us = units(calls, outputs)
+        said = untranscribed_s(outputs)
+        reports.append({**result, "overall": figures(us), "conditions": by_condition(us), "untranscribed_s": said})
         f = reports[-1]["overall"]
         print(f"  {system}: wall {result['wall_s']:.1f} s, cpu {result['cpu_s']:.1f} s, {f}", flush=True)
     if reports:

@@ -130,6 +130,10 @@ def print_summary(part: str, audio_s: float, reports: list[dict]) -> None:
             f"{_pct(f['cer_zh']):>8}{_pct(f['coverage']):>10}{f['empty_turns']:>7}/{f['turns']:<5}"
             f"{f['lost_turns']:>6}"
         )
+    for r in reports:
+        if r.get("untranscribed_s"):
+            said = ", ".join(f"{why} {s:.1f} s" for why, s in sorted(r["untranscribed_s"].items()))
+            print(f"{r['system']}: speech it says it left without text: {said}")
 
 
 def print_conditions(part: str, reports: list[dict]) -> None:

@@ -92,6 +92,7 @@ def run_callqa(name: str, wavs: list[bytes], device: str) -> tuple[list[dict], d
         {
             "segments": [[s.channel, s.start_s, s.end_s, s.text] for s in r.segments],
             "languages": {str(ch): lang for ch, lang in r.languages.items()},
+            "untranscribed": [[u.channel, u.start_s, u.end_s, u.why] for u in r.untranscribed],
         }
         for r in results
     ]
