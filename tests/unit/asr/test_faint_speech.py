@@ -65,3 +65,16 @@ def test_the_transcript_says_where_faint_speech_went_untranscribed(engine) -> No
     faint = [u for u in result.untranscribed if u.why == "faint"]
     assert faint and any(u.start_s < end and u.end_s > start for u in faint)
     assert not [s for s in result.segments for u in faint if s.start_s < u.end_s - 0.3 and s.end_s > u.start_s + 0.3]
+
+
+def test_the_cleaned_copy_keeps_a_voice_and_lowers_the_stationary_noise() -> None:
+    from pipeline.asr.vad import without_stationary_noise
+
+    t = np.arange(70 * S) / S
+    noise = at_dbfs(np.random.default_rng(3).standard_normal(t.size), -40)
+    voice = np.where((t > 10) & (t < 12), at_dbfs(np.sin(2 * np.pi * 440 * t), -20), 0).astype(np.float32)
+    cleaned = without_stationary_noise(voice + noise)  # over two noise blocks (60 s each)
+    rms = lambda x: 20 * np.log10(np.sqrt(np.mean(x.astype(np.float64) ** 2)))  # noqa: E731
+    assert abs(rms(cleaned[10 * S + 800 : 12 * S - 800]) - rms((voice + noise)[10 * S + 800 : 12 * S - 800])) < 1
+    assert rms(cleaned[20 * S : 60 * S]) < rms(noise[20 * S : 60 * S]) - 4
+    assert rms(cleaned[62 * S : 69 * S]) < rms(noise[62 * S : 69 * S]) - 4
