@@ -74,9 +74,9 @@ def noise_margin_db(samples: np.ndarray) -> float:
 
 def without_stationary_noise(samples: np.ndarray) -> np.ndarray:
     """``samples`` (16 kHz) with each frequency bin's stationary noise subtracted (per
-    ``NOISE_BLOCK_S`` block, over-subtracted, gains floored), for VAD only. numpy, not torch: torch
-    ops on the VAD's threads left the process's decode 20-40 % slower in wall time afterwards (their
-    own OpenMP teams), at the same CPU time."""
+    ``NOISE_BLOCK_S`` block, over-subtracted, gains floored), for VAD only. numpy, not torch: torch's
+    STFT on the VAD's threads left every later decode of the process 15-40 % slower in wall time at
+    the same CPU time (pipeline/asr/README.md, step 6; the cause inside torch was not looked into)."""
     window = np.hanning(_FFT + 1)[:-1].astype(np.float32)  # periodic: its squares at hop _FFT/4 sum flat
     block = int(NOISE_BLOCK_S * VAD_RATE)
     out = samples.astype(np.float32, copy=True)
