@@ -281,13 +281,17 @@ class Engine:
         """The calls' packed windows, and per call its faint speech (not decoded: pipeline/asr/vad.py)."""
         windows: list[_Window] = []
         faint: list[list[Untranscribed]] = []
+        resampled = []
         for i, call in enumerate(calls):
             t0 = time.perf_counter()
             samples = resample(call.samples, call.sample_rate, SAMPLE_RATE)
-            if self.opts.raise_quiet_calls:
-                samples = at_speech_level(samples)
-            t1 = time.perf_counter()
-            speech = self.vad.channel_speech(samples)
+            resampled.append(at_speech_level(samples) if self.opts.raise_quiet_calls else samples)
+            timings[i]["resample_s"] += time.perf_counter() - t0
+        t1 = time.perf_counter()
+        speeches = self.vad.calls_speech(resampled)  # every channel of every call on the VAD's threads at once
+        vad_s, audio_s = time.perf_counter() - t1, max(sum(c.duration_s for c in calls), 1e-9)
+        for i, (call, samples, speech) in enumerate(zip(calls, resampled, speeches, strict=True)):
+            timings[i]["vad_s"] += vad_s * call.duration_s / audio_s  # the calls' VAD ran together: by duration
             faint.append([Untranscribed(ch, a / SAMPLE_RATE, b / SAMPLE_RATE, "faint")
                           for ch, s in enumerate(speech) for a, b in s.faint])
             for ch, regions in enumerate(s.regions for s in speech):
@@ -298,8 +302,6 @@ class Engine:
                                            self.opts.balance_windows):
                     turns = [packed] if self.opts.pack_windows else packed.unpacked()
                     windows += [_Window(i, ch, w, stream) for w in turns]
-            timings[i]["resample_s"] += t1 - t0
-            timings[i]["vad_s"] += time.perf_counter() - t1
         return windows, faint
 
     def _decode(self, windows: list[_Window], timings: list[defaultdict]) -> dict[int, list[_Decoded]]:

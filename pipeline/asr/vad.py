@@ -103,6 +103,8 @@ def without_stationary_noise(samples: np.ndarray) -> np.ndarray:
 
 
 MIN_FAINT_S = 1.0  # shorter faint stretches are a breath or the noise's own swell, no turn
+_FRAME = 512  # silero's frame at 16 kHz: probability k is of samples [k * _FRAME, (k + 1) * _FRAME)
+_LEAD_FRAMES = 16  # read before each gap (0.5 s), so that silero's state has settled where the gap starts
 
 
 @dataclass(frozen=True)
@@ -119,8 +121,9 @@ class SileroVad:
 
     The sequence model gives the same per-frame probabilities as the streaming
     model in one ONNX call per ~16 s block instead of a Python step per 32 ms
-    frame (about 5x faster here), and releases the GIL: the channels of a call
-    run on threads side by side.
+    frame (about 5x faster here), and releases the GIL. Each channel's reading is one sequential
+    chain (the model's state runs through it on one thread), so every channel of every call goes
+    on the pool at once: a mono call's one channel, done call by call, left a core idle.
     """
 
     def __init__(self, opts: VadOptions) -> None:
@@ -146,16 +149,55 @@ class SileroVad:
     def speech(self, samples: np.ndarray) -> ChannelSpeech:
         """A channel's speech regions, and its faint speech (where its noise floor is within
         ``NOISE_WITHIN_DB`` of its loud frames)."""
-        if samples.size < 512:
-            return ChannelSpeech([])
-        raw = self.model.audio_forward(np.ascontiguousarray(samples, dtype=np.float32), VAD_RATE)
-        regions = self._regions(raw, samples.size)
-        if not self.opts.faint_speech or noise_margin_db(samples) > NOISE_WITHIN_DB:
-            return ChannelSpeech(regions)
-        cleaned = self.model.audio_forward(without_stationary_noise(samples), VAD_RATE)
-        heard = self._regions(np.maximum(raw, cleaned), samples.size)
-        faint = [(a, b) for a, b in subtract_intervals(heard, regions) if b - a >= MIN_FAINT_S * VAD_RATE]
-        return ChannelSpeech(regions, faint)
+        return self.calls_speech([samples[None]])[0][0]
+
+    def channel_speech(self, channels: np.ndarray) -> list[ChannelSpeech]:
+        """channels (C, frames) float32 at 16 kHz -> the speech of each channel."""
+        return self.calls_speech([channels])[0]
+
+    def calls_speech(self, calls: list[np.ndarray]) -> list[list[ChannelSpeech]]:
+        """Each call's channels (C, frames) float32 at 16 kHz -> the speech of each channel of each
+        call. The faint search of a channel follows its regions (it reads only the gaps between them)."""
+        read = [[self._pool.submit(self._read, np.ascontiguousarray(ch, dtype=np.float32)) for ch in c] for c in calls]
+        faint = [
+            [self._pool.submit(self._faint, ch, *r.result()) if self._wants_faint(ch) else None for ch, r in zip(c, rs)]
+            for c, rs in zip(calls, read, strict=True)
+        ]
+        return [
+            [ChannelSpeech(r.result()[1], f.result() if f is not None else []) for r, f in zip(rs, fs, strict=True)]
+            for rs, fs in zip(read, faint, strict=True)
+        ]
+
+    def channel_regions(self, channels: np.ndarray) -> list[list[tuple[int, int]]]:
+        """channels (C, frames) float32 at 16 kHz -> speech regions of each channel."""
+        return [s.regions for s in self.channel_speech(channels)]
+
+    def _read(self, samples: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int]]]:
+        """A channel's per-frame speech probabilities and its regions."""
+        if samples.size < _FRAME:
+            return np.zeros(0, np.float32), []
+        probs = self.model.audio_forward(samples, VAD_RATE)
+        return probs, self._regions(probs, samples.size)
+
+    def _wants_faint(self, samples: np.ndarray) -> bool:
+        return self.opts.faint_speech and samples.size >= _FRAME and noise_margin_db(samples) <= NOISE_WITHIN_DB
+
+    def _faint(self, samples: np.ndarray, raw: np.ndarray, regions: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        """Speech heard with the stationary noise taken out, outside ``regions`` and ``MIN_FAINT_S``
+        or longer. Silero reads the cleaned copy over the gaps only (each from ``_LEAD_FRAMES``
+        before it): inside a region the raw reading already decides."""
+        least = int(MIN_FAINT_S * VAD_RATE)
+        gaps = [(a, b) for a, b in subtract_intervals([(0, samples.size)], regions) if b - a >= least]
+        if not gaps:
+            return []
+        cleaned = without_stationary_noise(samples)
+        probs = raw.copy()
+        for a, b in gaps:
+            first, last = max(0, a // _FRAME - _LEAD_FRAMES), min(raw.size, -(-b // _FRAME))
+            read = self.model.audio_forward(cleaned[first * _FRAME : last * _FRAME], VAD_RATE)[: last - first]
+            np.maximum(probs[first:last], read, out=probs[first:last])
+        heard = self._regions(probs, samples.size)
+        return [(a, b) for a, b in subtract_intervals(heard, regions) if b - a >= least]
 
     def _regions(self, probs: np.ndarray, size: int) -> list[tuple[int, int]]:
         o = self.opts
@@ -173,11 +215,3 @@ class SileroVad:
             [(int(r["start"]), min(int(r["end"]), size)) for r in found],
             (o.onset_pad_ms - o.speech_pad_ms) * VAD_RATE // 1000,
         )
-
-    def channel_speech(self, channels: np.ndarray) -> list[ChannelSpeech]:
-        """channels (C, frames) float32 at 16 kHz -> the speech of each channel."""
-        return list(self._pool.map(self.speech, list(channels)))
-
-    def channel_regions(self, channels: np.ndarray) -> list[list[tuple[int, int]]]:
-        """channels (C, frames) float32 at 16 kHz -> speech regions of each channel."""
-        return [s.regions for s in self.channel_speech(channels)]

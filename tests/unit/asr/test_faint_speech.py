@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipeline.asr.vad import VAD_RATE, SileroVad, VadOptions, noise_margin_db
+from pipeline.asr.vad import VAD_RATE, ChannelSpeech, SileroVad, VadOptions, noise_margin_db
 from tests.unit.asr.speech import EN_SENTENCES, speak
 
 S = VAD_RATE
@@ -48,6 +48,15 @@ def test_without_noise_or_with_faint_speech_off_nothing_is_faint(vad: SileroVad)
     assert noise_margin_db(clean) == float("inf") and vad.speech(clean).faint == []
     noisy, _ = call(noise_dbfs=-37)
     assert SileroVad(VadOptions(faint_speech=False)).speech(noisy).faint == []
+
+
+def test_every_channel_of_every_call_read_together_reads_as_each_alone(vad: SileroVad) -> None:
+    noisy, _ = call(noise_dbfs=-37)
+    clean, _ = call(noise_dbfs=None)
+    calls = [noisy[None], np.stack([clean, noisy]), np.zeros((1, 100), np.float32)]
+    together = vad.calls_speech(calls)
+    assert together == [[vad.speech(noisy)], [vad.speech(clean), vad.speech(noisy)], [ChannelSpeech([])]]
+    assert together[1][1].faint and not together[1][0].faint
 
 
 def test_hiss_or_hum_alone_is_no_faint_speech(vad: SileroVad) -> None:
