@@ -84,6 +84,8 @@ _EN_NUMBER_WORDS = re.compile(r"\b(?:number|digits|ssn|social security)\b")
 _ZH_NUMBER_WORDS = re.compile(r"号码|账号|尾号|卡号|号是|身份证号|手机号")
 # a request for, or a reading of, a number's last digits only ("the last four", "ending in", 尾号, 后四位)
 _TAIL_WORDS = re.compile(r"\blast (?:4|four)\b|\bending\b|\bends (?:in|with)\b|尾号|[后末](?:4|四)位")
+# the first pass hears 尾号 as 委号, 为号 or 位号 ("我的塔后委号是3759"): a tail all the same (reads_tail)
+_ZH_TAIL_SOUND = SoundPhrase.of("尾号")
 TAIL_DIGITS = 4
 # a number followed by one of these is an amount, a quantity or a time, not an identifier
 _UNITS = (
@@ -277,9 +279,14 @@ def announces_number(text: str) -> bool:
 
 def reads_tail(text: str) -> bool:
     """Does this text give a number's last four digits as asked ("the card ending 4212", 我的卡尾号是3759):
-    a cue for the last digits, and a longest digit run of exactly that many? Such a number is whole as
-    written, and no identifier a rule could take."""
-    return bool(_TAIL_WORDS.search(normalize(text).text)) and longest_digit_run(text) == TAIL_DIGITS
+    a cue for the last digits (尾号 also as heard: 委号, 为号, 位号), and a longest digit run of exactly
+    that many? Such a number is whole as written, and no identifier a rule could take."""
+    if longest_digit_run(text) != TAIL_DIGITS:
+        return False
+    norm = normalize(text).text
+    return bool(_TAIL_WORDS.search(norm)) or (
+        any(map(is_cjk, norm)) and next(_ZH_TAIL_SOUND.finditer(norm), None) is not None
+    )
 
 
 def names_amount(text: str) -> bool:

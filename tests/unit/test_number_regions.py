@@ -244,6 +244,10 @@ def test_only_regions_with_a_number_still_to_mend_are_decoded_again() -> None:
     assert not worth_decoding("请核对一下您身份证号码的后四位。 我的卡尾号是3759。")
     assert not worth_decoding("我的卡尾号是三七五九。")
     assert not worth_decoding("The card ending 4 2 1 2.")
+    # 尾号 as the first pass hears it (委号, 为号, 位号): still a tail
+    assert not worth_decoding("我的塔后委号是3759。")
+    assert not worth_decoding("好的,已经为您办理了临时挂师,我的卡号为号是3759。")
+    assert worth_decoding("我的卡号为号是13759")  # five digits: no tail, worth mending
     assert worth_decoding("我的卡尾号是375")  # a digit short: worth mending
     assert worth_decoding("The card ending 8 4212 03")  # more than a tail: a whole number
     assert worth_decoding("My card number is 4212 at the end of the month")  # 'end' is not a tail cue
