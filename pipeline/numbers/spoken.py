@@ -201,15 +201,18 @@ def announcements(norm: Normalized) -> list[int]:
     digits (尾号是). The clause is the original text's: normalising drops the punctuation that
     ends "…您的手机号码。系统显示您的账户目前是正常状态"."""
     text, out = norm.text, []
+    tails = _tail_spans(text)
     for m in _COPULA.finditer(text):
         head = norm.original[: norm.starts[m.start()]]
         clause_start = len(head) - len(_CLAUSE_END.split(head)[-1])  # in the original text
         first = bisect.bisect_left(norm.starts, clause_start, 0, m.start())
-        before = text[max(first, m.start() - CUE_WITHIN_CHARS) : m.start()]
+        since = max(first, m.start() - CUE_WITHIN_CHARS)
+        before = text[since : m.start()]
         cue = _last_cue(before, _ALL_CUES, _ALL_SOUND_CUES)
         if cue is None or len(before) - cue[1] > ANNOUNCE_WITHIN_CHARS or _AMOUNT_AFTER_CUE.search(before):
             continue
-        if _TAIL_WORDS.search(before):  # "my card ending is 3759", 卡号尾号是: a tail names no one (reads_tail)
+        # "my card ending is 3759", 卡号尾号是, 卡号为号是 (为 of a misheard 尾号 is no copula): a tail names no one
+        if any(a < m.end() and b > since for a, b in tails):
             continue
         if cue[0] == "card_secret" or _EN_NUMBER_WORDS.search(before) or _ZH_NUMBER_WORDS.search(before):
             out.append(m.end())
@@ -281,12 +284,13 @@ def reads_tail(text: str) -> bool:
     """Does this text give a number's last four digits as asked ("the card ending 4212", 我的卡尾号是3759):
     a cue for the last digits (尾号 also as heard: 委号, 为号, 位号), and a longest digit run of exactly
     that many? Such a number is whole as written, and no identifier a rule could take."""
-    if longest_digit_run(text) != TAIL_DIGITS:
-        return False
-    norm = normalize(text).text
-    return bool(_TAIL_WORDS.search(norm)) or (
-        any(map(is_cjk, norm)) and next(_ZH_TAIL_SOUND.finditer(norm), None) is not None
-    )
+    return longest_digit_run(text) == TAIL_DIGITS and bool(_tail_spans(normalize(text).text))
+
+
+def _tail_spans(norm: str) -> list[tuple[int, int]]:
+    """Where normalised text asks for or reads a number's last digits: a tail word, or 尾号 as heard."""
+    spans = [m.span() for m in _TAIL_WORDS.finditer(norm)]
+    return spans + list(_ZH_TAIL_SOUND.finditer(norm)) if any(map(is_cjk, norm)) else spans
 
 
 def names_amount(text: str) -> bool:

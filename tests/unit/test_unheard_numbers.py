@@ -41,6 +41,9 @@ def test_an_announcement_with_no_digit_heard_an_amount_or_a_tail_masks_nothing()
     assert masked(("customer", 1, 0.0, 4.0, "My card limit is 5000 dollars.")) == {}
     assert masked(("customer", 1, 0.0, 4.0, "My card was declined for $182.")) == {}
     assert masked(("customer", 1, 0.0, 4.0, "我的卡号尾号是三七五九。")) == {}  # a tail names no one
+    # 尾号 as the first pass hears it; the 为 of 为号 is no copula ("is")
+    assert masked(("customer", 1, 0.0, 4.0, "我的卡号为号是3759。")) == {}
+    assert masked(("customer", 1, 0.0, 4.0, "我的卡号为幺三七五九二八")) == {0: ["幺三七五九二八"]}
 
 
 def test_the_answer_to_a_question_for_the_security_code_is_masked_whatever_was_heard() -> None:
